@@ -1,0 +1,203 @@
+"""Decode benchmark: tokens/s at output positions 256, N/2 and N for our R-SWA engine, our full-attention mode and
+transformers' own ``generate()`` on the same tiny random checkpoint (built on the fly, nothing downloaded).
+
+    unlimited-ocr bench decode --pages 10 --tokens 8192
+    unlimited-ocr bench decode --pages 10 --tokens 8192 --json decode.json
+
+Each engine runs in its own process, so its peak RSS is its own. All three decode greedily with the paper's
+no-repeat rule (35-gram, window 1024 for several pages) and never stop early (EOS is suppressed). tok/s at
+position p is measured over the 128 tokens ending at p. An extra short R-SWA run (N/8 tokens) shows whether peak
+memory grows with the output length. The printed ratios come from this one run (these machines are noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RATE_SPAN = 128  # tokens over which tok/s at a position is measured
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pages", type=int, default=10, help="pages prefilled as reference (273 positions each)")
+    parser.add_argument("--tokens", type=int, default=8192, help="tokens to decode (N)")
+    parser.add_argument("--engines", default="rswa,full,transformers",
+                        help="comma list of rswa, full, transformers (default: all three)")
+    parser.add_argument("--json", default=None, help="write the rows as JSON to this path")
+    parser.add_argument("--checkpoint", default=None, help="use this checkpoint instead of a tiny random one")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+
+
+def positions_for(tokens: int) -> list[int]:
+    return sorted({min(256, tokens), max(tokens // 2, 1), tokens})
+
+
+def rate_at(step_times: list[float], position: int) -> float:
+    """Tokens/s over the RATE_SPAN tokens ending at 1-based output ``position``."""
+    end = min(position, len(step_times)) - 1
+    start = max(end - RATE_SPAN, 0)
+    if end <= start:
+        return float("nan")
+    return (end - start) / (step_times[end] - step_times[start])
+
+
+def _random_pages(count: int, seed: int = 0):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 255, (512, 384, 3), dtype=np.uint8)) for _ in range(count)]
+
+
+def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads: int | None, queue) -> None:
+    """Runs in a child process: one engine, one decode, report timings and memory."""
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from ..engine import DecodeOptions, OcrEngine
+    from ..model.loading import load_model
+    from ..model.prompt import build_input_ids
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    if threads:
+        torch.set_num_threads(threads)
+    loaded = load_model(checkpoint)
+    attention = "full" if engine_name == "full" else "rswa"
+    engine = OcrEngine(loaded, attention=attention)
+    pixels = [engine.preprocess(page) for page in _random_pages(pages)]
+    features = engine.encode_pages(pixels)
+    input_ids = build_input_ids(loaded.tokenizer, [f.shape[0] for f in features])
+    window = 1024 if pages > 1 else 128
+    if engine_name in ("rswa", "full"):
+        options = DecodeOptions(max_new_tokens=tokens, ignore_eos=True, no_repeat_window=window)
+        result = engine.generate_prepared([(input_ids, features)], options)[0]
+        step_times, kv_bytes = result.step_times, result.kv_bytes
+    else:
+        step_times, kv_bytes = _transformers_generate(engine, input_ids, features, tokens, window)
+    queue.put({
+        "engine": engine_name,
+        "step_times": step_times,
+        "kv_bytes": int(kv_bytes),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "reference_length": int(input_ids.shape[0]),
+    })
+
+
+def _transformers_generate(engine, input_ids, features, tokens: int, window: int):
+    """transformers' own generate() with its own R-SWA cache; a streamer stamps the time of every token."""
+    import copy
+
+    import torch
+
+    model = engine.model
+    stamps: list[float] = []
+
+    class Stamp:
+        def put(self, value):
+            stamps.append(time.perf_counter())
+
+        def end(self):
+            pass
+
+    config = copy.deepcopy(model.generation_config)
+    config.update(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, no_repeat_ngram_size=35)
+    config.no_repeat_ngram_window_size = window
+    with torch.no_grad():
+        embeds = engine._embed_prompt(input_ids, features)[None]  # (1, T, D)
+        output = model.generate(inputs_embeds=embeds, attention_mask=torch.ones(embeds.shape[:2], dtype=torch.long),
+                                generation_config=config, streamer=Stamp(), return_dict_in_generate=True)
+    kv_bytes = 0
+    for layer in output.past_key_values.layers:
+        for name in ("prefill_keys", "prefill_values", "keys", "values"):
+            tensor = getattr(layer, name, None)
+            if isinstance(tensor, torch.Tensor):
+                kv_bytes += tensor.nbytes
+    return stamps[1:], kv_bytes  # the first put() is the prompt
+
+
+def run_engine(engine_name: str, checkpoint: str, pages: int, tokens: int, threads: int | None) -> dict:
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_worker, args=(engine_name, checkpoint, pages, tokens, threads, queue))
+    process.start()
+    result = queue.get()
+    process.join()
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..model.presets import BENCH_PRESET
+    from ..model.random_checkpoint import write_random_checkpoint
+
+    engines = [name.strip() for name in args.engines.split(",") if name.strip()]
+    unknown = set(engines) - {"rswa", "full", "transformers"}
+    if unknown:
+        print(f"error: unknown engine(s) {sorted(unknown)}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as folder:
+        checkpoint = args.checkpoint or str(write_random_checkpoint(Path(folder) / "tiny", BENCH_PRESET))
+        positions = positions_for(args.tokens)
+        rows, results = [], {}
+        for name in engines:
+            print(f"running {name} ({args.tokens} tokens, {args.pages} pages)...", file=sys.stderr, flush=True)
+            results[name] = run_engine(name, checkpoint, args.pages, args.tokens, args.threads)
+            for position in positions:
+                rows.append({
+                    "engine": name, "position": position,
+                    "tok_per_s": round(rate_at(results[name]["step_times"], position), 2),
+                    "kv_bytes": results[name]["kv_bytes"], "peak_rss_mb": round(results[name]["peak_rss_mb"], 1),
+                })
+        short = None
+        if "rswa" in engines and args.tokens >= 2048:
+            short_tokens = args.tokens // 8
+            print(f"running rswa again with {short_tokens} tokens (memory growth check)...", file=sys.stderr)
+            short = run_engine("rswa", checkpoint, args.pages, short_tokens, args.threads)
+    reference = next(iter(results.values()))["reference_length"]
+    print(f"\nDecode benchmark: {args.pages} pages (L_m = {reference} reference positions), {args.tokens} tokens, "
+          f"tiny random UnlimitedOcr ({BENCH_PRESET.hidden_size} hidden, {BENCH_PRESET.num_layers} layers)\n")
+    print(f"| engine | position | tok/s | KV bytes | peak RSS (MB) |")
+    print(f"|---|---:|---:|---:|---:|")
+    for row in rows:
+        print(f"| {row['engine']} | {row['position']} | {row['tok_per_s']:.1f} | {row['kv_bytes']:,} | "
+              f"{row['peak_rss_mb']:.0f} |")
+    summary = summarize(rows, args.tokens, results, short)
+    for line in summary["lines"]:
+        print(line)
+    if args.json:
+        payload = {"rows": rows, "pages": args.pages, "tokens": args.tokens, "reference_length": reference,
+                   "summary": summary["values"]}
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+    return 0
+
+
+def summarize(rows: list[dict], tokens: int, results: dict, short: dict | None) -> dict:
+    def rate(engine: str, position: int) -> float | None:
+        for row in rows:
+            if row["engine"] == engine and row["position"] == position:
+                return row["tok_per_s"]
+        return None
+
+    first = min(256, tokens)
+    lines, values = ["", "Ratios (this run):"], {}
+    for engine in ("rswa", "full", "transformers"):
+        start, end = rate(engine, first), rate(engine, tokens)
+        if start and end:
+            values[f"{engine}_end_over_start"] = round(end / start, 3)
+            lines.append(f"  {engine}: tok/s at {tokens} / at {first} = {end / start:.2f}")
+    ours, theirs = rate("rswa", tokens), rate("transformers", tokens)
+    if ours and theirs:
+        values["rswa_over_transformers_at_end"] = round(ours / theirs, 2)
+        lines.append(f"  R-SWA engine / transformers generate() at {tokens}: {ours / theirs:.2f}x")
+    if short and "rswa" in results:
+        growth = results["rswa"]["peak_rss_mb"] / short["peak_rss_mb"]
+        values["rswa_peak_rss_growth"] = round(growth, 3)
+        lines.append(f"  R-SWA peak RSS at {tokens} tokens / at {tokens // 8} tokens = {growth:.3f} "
+                     f"({results['rswa']['peak_rss_mb']:.0f} MB vs {short['peak_rss_mb']:.0f} MB)")
+    return {"lines": lines, "values": values}

@@ -1,0 +1,180 @@
+"""The ``unlimited-ocr`` command.
+
+    unlimited-ocr parse report.pdf -o out/                       # bundled model, all pages in one pass
+    unlimited-ocr parse scans/ -o out/ --pages 1-3,7 --skip-existing
+    unlimited-ocr parse doc.pdf -o out/ --model /path/to/Unlimited-OCR --device cuda
+    unlimited-ocr parse doc.pdf -o out/ --attention full          # growing-cache comparison
+    unlimited-ocr parse doc.pdf -o out/ --mode per-page           # one decode per page, for comparison
+    unlimited-ocr bench decode --pages 10 --tokens 8192 --json decode.json
+    unlimited-ocr eval omnidocbench --gt OmniDocBench.json --pred preds/ --out results.json
+
+Exit status: 0 when every input was written, 1 when any input failed (the others are still written), 2 for usage
+errors (bad arguments, a model that cannot be loaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def _add_parse(subparsers) -> None:
+    parser = subparsers.add_parser("parse", help="transcribe PDFs/images to markdown + JSON",
+                                   description="Transcribe documents; every page of a document in one decoding pass.")
+    parser.add_argument("inputs", nargs="+", help="PDF or image files, or folders of them")
+    parser.add_argument("-o", "--output", required=True, help="output folder (NAME.md and NAME.json per input)")
+    parser.add_argument("--model", default=None, help="checkpoint folder or hub id (default: the bundled model)")
+    parser.add_argument("--pages", default=None, help="1-based pages to read, e.g. 1-3,7 (default: all)")
+    parser.add_argument("--dpi", type=int, default=144, help="PDF render resolution (default 144)")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="decode budget per document (default 2048 per page)")
+    parser.add_argument("--window", type=int, default=None, help="R-SWA window n (default: the checkpoint's)")
+    parser.add_argument("--attention", choices=["rswa", "full"], default=None,
+                        help="rswa (static cache, default) or full (growing cache, for comparison)")
+    parser.add_argument("--mode", choices=["one-pass", "per-page"], default="one-pass",
+                        help="one-pass (all pages together, default) or per-page (a decode per page)")
+    parser.add_argument("--image-mode", choices=["base", "gundam"], default="base",
+                        help="base (1024 global view) or gundam (tiles + global view; single pages only)")
+    parser.add_argument("--no-repeat-ngram", type=int, default=35, help="n-gram size of the loop guard (0: off)")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--skip-existing", action="store_true", help="skip inputs whose NAME.md and NAME.json exist")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _output_names(paths: list[Path]) -> dict[Path, str]:
+    """NAME per input: the file stem, or the full file name when two inputs share a stem."""
+    stems: dict[str, int] = {}
+    for path in paths:
+        stems[path.stem] = stems.get(path.stem, 0) + 1
+    return {path: path.stem if stems[path.stem] == 1 else path.name for path in paths}
+
+
+def run_parse(args: argparse.Namespace) -> int:
+    from .documents import DocumentError, expand_inputs, is_done, load_document, parse_page_ranges, write_outputs
+    from .engine import DecodeOptions
+    from .model.loading import ModelNotFoundError
+    from .pipeline import default_max_new_tokens, transcribe_document
+    from .progress import ParseProgress
+
+    try:
+        pages = parse_page_ranges(args.pages)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    out_dir = Path(args.output)
+    paths: list[Path] = []
+    failures = 0
+    for item in args.inputs:
+        if not Path(item).exists():
+            print(f"error: {item}: no such file or folder", file=sys.stderr)
+            failures += 1
+            continue
+        found = list(expand_inputs([item]))
+        if not found and Path(item).is_dir():
+            print(f"warning: {item}: no PDF or image files inside", file=sys.stderr)
+        paths.extend(found)
+    names = _output_names(paths)
+    todo = [path for path in paths if not (args.skip_existing and is_done(out_dir, names[path]))]
+    skipped = len(paths) - len(todo)
+    if skipped:
+        print(f"skipping {skipped} input(s) already done in {out_dir}", file=sys.stderr)
+    if not todo:
+        return 1 if failures else 0
+    try:
+        engine = build_engine(args.model, args.device, args.attention, args.window)
+    except (ModelNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    with ParseProgress(enabled=not args.quiet, total_inputs=len(todo)) as progress:
+        for path in todo:
+            try:
+                document = load_document(path, pages=pages, dpi=args.dpi)
+            except DocumentError as error:
+                progress.log(f"error: {path}: {error}")
+                failures += 1
+                progress.input_done()
+                continue
+            for page in document.pages:
+                if not page.ok:
+                    progress.log(f"warning: {path}: page {page.number}: {page.error}")
+            budget = args.max_new_tokens or default_max_new_tokens(len(document.good_pages))
+            options = DecodeOptions(max_new_tokens=budget, no_repeat_ngram_size=args.no_repeat_ngram or None,
+                                    image_mode=args.image_mode)
+            progress.start_document(path.name, len(document.good_pages), engine)
+            try:
+                output = transcribe_document(engine, document, options, mode=args.mode, on_token=progress.on_token)
+                write_outputs(out_dir, names[path], output)
+            except Exception as error:  # a model failure on one input must not stop the others
+                progress.log(f"error: {path}: OCR failed: {type(error).__name__}: {error}")
+                failures += 1
+                progress.input_done()
+                continue
+            if any(not page.ok for page in document.pages):
+                failures += 1  # written, with markers, but not whole
+            progress.finish_document(output)
+    return 1 if failures else 0
+
+
+def build_engine(model: str | None, device: str | None, attention: str | None, window: int | None):
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from .engine import OcrEngine
+    from .model.loading import load_model
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    loaded = load_model(model, device=device)
+    return OcrEngine(loaded, attention=attention, window=window)
+
+
+def _add_bench(subparsers) -> None:
+    parser = subparsers.add_parser("bench", help="benchmarks (decode speed, ...)")
+    bench = parser.add_subparsers(dest="bench_command", required=True)
+    from .bench.decode import add_arguments as add_decode
+
+    add_decode(bench.add_parser("decode", help="tokens/s vs output position: R-SWA, full attention, transformers"))
+
+
+def _add_eval(subparsers) -> None:
+    parser = subparsers.add_parser("eval", help="evaluation (OmniDocBench, ...)")
+    evaluation = parser.add_subparsers(dest="eval_command", required=True)
+    omni = evaluation.add_parser("omnidocbench", help="OmniDocBench v1.5 end-to-end scores of markdown predictions",
+                                 add_help=False)
+    omni.add_argument("rest", nargs=argparse.REMAINDER)
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    parser = argparse.ArgumentParser(prog="unlimited-ocr", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    _add_parse(subparsers)
+    _add_bench(subparsers)
+    _add_eval(subparsers)
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    if args.command == "parse":
+        code = run_parse(args)
+    elif args.command == "bench":
+        from .bench.decode import run as run_decode
+
+        code = run_decode(args)
+    elif args.command == "eval":
+        from .eval.omnidocbench import main as omnidocbench_main
+
+        code = omnidocbench_main(args.rest)
+    else:  # pragma: no cover - argparse enforces the choices
+        parser.error(f"unknown command {args.command}")
+    if os.environ.get("UOCR_TIMING"):
+        print(f"[{time.perf_counter() - start:.1f}s]", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

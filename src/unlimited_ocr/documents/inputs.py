@@ -1,0 +1,201 @@
+"""Inputs: PDFs, images and folders -> documents of page images, with one clear error per bad input.
+
+    docs = list(expand_inputs(["scan.pdf", "photos/"]))
+    document = load_document(docs[0], pages=parse_page_ranges("1-3,7"), dpi=144)
+
+Guards (a parser must finish a folder of broken files with bounded memory):
+* a PDF is rendered at ``dpi`` but never beyond ``max_side`` pixels on the long side (the model reads 1024 px);
+* an embedded PDF image or a raster input over ``MAX_PIXELS`` is refused as a decompression bomb before decoding;
+* corrupt, encrypted and empty PDFs and unreadable images raise :class:`DocumentError` with a one-line reason;
+* a page that fails alone is recorded as failed; the other pages of the document still go to the model.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PIL import Image
+
+PDF_SUFFIXES = {".pdf"}
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp"}
+SUPPORTED_SUFFIXES = PDF_SUFFIXES | IMAGE_SUFFIXES
+MAX_PIXELS = 178_956_970  # PIL's own decompression-bomb error threshold (2 x MAX_IMAGE_PIXELS)
+DEFAULT_DPI = 144
+DEFAULT_MAX_SIDE = 2048  # render bound in pixels; pages are downscaled to 1024 for the model anyway
+
+
+class DocumentError(Exception):
+    """An input that cannot be read at all (the message is the one line the CLI prints)."""
+
+
+@dataclass
+class Page:
+    """One page: its 1-based number in the source and either an image or the reason it failed."""
+
+    number: int
+    image: Image.Image | None
+    width: int = 0  # pixels of the rendered page (0 if it failed)
+    height: int = 0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.image is not None
+
+
+@dataclass
+class Document:
+    path: Path
+    pages: list[Page] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def good_pages(self) -> list[Page]:
+        return [page for page in self.pages if page.ok]
+
+
+def parse_page_ranges(spec: str | None) -> list[int] | None:
+    """``"1-3,7"`` -> ``[1, 2, 3, 7]`` (1-based, sorted, unique); ``None``/empty -> all pages."""
+    if spec is None or not spec.strip():
+        return None
+    pages: set[int] = set()
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part:
+                first, last = (int(x) for x in part.split("-", 1))
+            else:
+                first = last = int(part)
+        except ValueError:
+            raise ValueError(f"bad page range {part!r} (expected e.g. 1-3,7)") from None
+        if first < 1 or last < first:
+            raise ValueError(f"bad page range {part!r} (pages are 1-based, ranges ascending)")
+        pages.update(range(first, last + 1))
+    return sorted(pages)
+
+
+def expand_inputs(inputs: Iterable[str | Path]) -> Iterator[Path]:
+    """Files as given; folders expanded to their supported files (recursively, sorted). Missing paths raise."""
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and child.suffix.lower() in SUPPORTED_SUFFIXES:
+                    yield child
+        else:
+            yield path
+
+
+def _select(count: int, wanted: Sequence[int] | None) -> list[int]:
+    if wanted is None:
+        return list(range(1, count + 1))
+    chosen = [number for number in wanted if number <= count]
+    if not chosen:
+        raise DocumentError(f"none of the requested pages exist (the document has {count})")
+    return chosen
+
+
+def _bounded_size(width: float, height: float, scale: float, max_side: int) -> float:
+    return min(scale, max_side / max(width, height, 1e-6))
+
+
+def _load_pdf(path: Path, pages: Sequence[int] | None, dpi: int, max_side: int) -> list[Page]:
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_raw
+
+    try:
+        pdf = pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as error:
+        reason = str(error)
+        if "password" in reason.lower():
+            raise DocumentError("encrypted PDF (a password is required)") from None
+        raise DocumentError(f"not a readable PDF ({reason})") from None
+    try:
+        count = len(pdf)
+        if count == 0:
+            raise DocumentError("empty PDF (no pages)")
+        result = []
+        for number in _select(count, pages):
+            try:
+                page = pdf[number - 1]
+                for item in page.get_objects(filter=[pdfium_raw.FPDF_PAGEOBJ_IMAGE], max_depth=4):
+                    meta = item.get_metadata()
+                    if meta.width * meta.height > MAX_PIXELS:
+                        raise DocumentError(
+                            f"decompression bomb: embedded image {meta.width}x{meta.height} px exceeds "
+                            f"{MAX_PIXELS} px"
+                        )
+                width, height = page.get_size()
+                scale = _bounded_size(width, height, dpi / 72.0, max_side)
+                image = page.render(scale=scale).to_pil().convert("RGB")
+                result.append(Page(number, image, image.width, image.height))
+            except DocumentError as error:
+                result.append(Page(number, None, error=str(error)))
+            except Exception as error:  # one bad page must not sink the document
+                result.append(Page(number, None, error=f"cannot render page: {error}"))
+        return result
+    finally:
+        pdf.close()
+
+
+def _load_image(path: Path, pages: Sequence[int] | None, max_side: int) -> list[Page]:
+    previous = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = MAX_PIXELS // 2  # PIL raises above twice this, warns above it: we refuse both
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            try:
+                source = Image.open(path)
+            except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+                raise DocumentError(f"decompression bomb: {error}") from None
+            except Exception as error:
+                raise DocumentError(f"unreadable image ({type(error).__name__}: {error})") from None
+            with source:
+                frames = getattr(source, "n_frames", 1)
+                result = []
+                for number in _select(frames, pages):
+                    try:
+                        source.seek(number - 1)
+                        frame = source.convert("RGB")
+                        if max(frame.size) > max_side:
+                            frame.thumbnail((max_side, max_side), Image.LANCZOS)
+                        result.append(Page(number, frame, frame.width, frame.height))
+                    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+                        result.append(Page(number, None, error=f"decompression bomb: {error}"))
+                    except Exception as error:
+                        result.append(Page(number, None, error=f"unreadable image ({type(error).__name__}: {error})"))
+                return result
+    finally:
+        Image.MAX_IMAGE_PIXELS = previous
+
+
+def load_document(
+    path: str | Path, pages: Sequence[int] | None = None, dpi: int = DEFAULT_DPI, max_side: int = DEFAULT_MAX_SIDE
+) -> Document:
+    """Read one input into page images. Raises :class:`DocumentError` when no page at all can be read."""
+    path = Path(path)
+    if not path.exists():
+        raise DocumentError("no such file")
+    if path.is_dir():
+        raise DocumentError("is a folder")
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        raise DocumentError(f"unsupported file type {suffix or '(none)'}")
+    if path.stat().st_size == 0:
+        raise DocumentError("empty file")
+    loaded = _load_pdf(path, pages, dpi, max_side) if suffix in PDF_SUFFIXES else _load_image(path, pages, max_side)
+    document = Document(path=path, pages=loaded)
+    if not document.good_pages:
+        reasons = "; ".join(sorted({page.error or "unknown" for page in loaded}))
+        raise DocumentError(reasons)
+    return document
+
+

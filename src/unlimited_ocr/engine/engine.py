@@ -1,0 +1,306 @@
+"""The OCR engine: encode pages once, prefill every page of a document in one pass, then R-SWA decode.
+
+    from unlimited_ocr.model.loading import load_model
+    from unlimited_ocr.engine import OcrEngine, DecodeOptions
+    engine = OcrEngine(load_model("/path/to/checkpoint"))
+    [result] = engine.generate([[page1, page2, page3]], DecodeOptions(max_new_tokens=4096))
+    print(result.pages)  # one markdown string per page
+
+Data flow (one way): pages -> pixels -> visual features -> prefill (reference written into the static R-SWA cache)
+-> decode loop (one token per row per step, ring slots written in place) -> token ids -> text -> pages.
+
+Modes on the same weights:
+* ``attention="rswa"`` (default): the cache holds L_m + n entries forever;
+* ``attention="full"``: the growing full-attention cache (what DeepSeek-OCR does), for comparison;
+* ``mode="per-page"`` in :meth:`OcrEngine.parse`: a separate decode per page (the loop the paper argues against).
+
+The decode step calls transformers' own modules (embedding, rotary, decoder layers, norm, head) with our cache and
+our mask; nothing of the model is re-implemented.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from PIL import Image
+
+from ..model.loading import LoadedModel
+from ..model.preprocess import PagePixels, preprocess_page
+from ..model.prompt import build_input_ids
+from ..rswa.cache import RSWACache
+from ..rswa.masks import rswa_mask, to_additive
+from .norepeat import WindowedNoRepeat
+from .pages import split_pages
+
+# on_token(row, token_id, page_number): called after every decode step for every row still running.
+TokenCallback = Callable[[int, int, int], None]
+
+
+@dataclass
+class DecodeOptions:
+    """Generation settings (greedy decoding)."""
+
+    max_new_tokens: int = 4096
+    no_repeat_ngram_size: int | None = 35  # the paper's loop guard; None disables it
+    no_repeat_window: int | None = None  # None: 128 for one page, 1024 for several (the paper's values)
+    ignore_eos: bool = False  # benchmarks: always decode max_new_tokens
+    prompt: str | None = None  # None: "document parsing." for one page, "Multi page parsing." for several
+    image_mode: str = "base"  # "base" or "gundam" (gundam only for single pages)
+
+
+@dataclass
+class DocumentResult:
+    """What one document's decode produced."""
+
+    token_ids: list[int]
+    text: str  # decoded, special tokens kept except BOS/EOS/pad (so <PAGE> and <|det|> survive)
+    pages: list[str]  # text split on <PAGE>
+    num_pages: int
+    reference_length: int  # L_m: prompt positions kept in the cache
+    stop_reason: str  # "eos" or "length"
+    kv_bytes: int  # bytes held by the KV cache at the end of the decode
+    kv_entries: int  # key/value entries of this row at the end (L_m + n for R-SWA)
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    step_times: list[float] = field(default_factory=list, repr=False)  # wall clock at each decode step
+
+
+class OcrEngine:
+    """Prefill + static-cache decode over a loaded UnlimitedOcr checkpoint."""
+
+    def __init__(self, loaded: LoadedModel, attention: str | None = None, window: int | None = None,
+                 encode_batch: int = 4, compile: bool = False):
+        if attention not in (None, "rswa", "full"):
+            raise ValueError(f"attention must be 'rswa' or 'full', not {attention!r}")
+        self.loaded = loaded
+        self.model = loaded.model
+        self.language_model = loaded.model.model.language_model
+        self.attention = attention or loaded.trained_attention
+        self.window = window or loaded.window
+        self.encode_batch = encode_batch  # pages per vision-tower call (bounds activation memory)
+        self.additive_masks = self.model.config._attn_implementation == "eager"
+        self._step_forward = self._forward_one
+        if compile and self.attention == "rswa":
+            # Static shapes: the ring keeps the buffer size fixed, so one graph serves every step.
+            self._step_forward = torch.compile(self._forward_one, dynamic=False)
+
+    # -- pages -> visual features ------------------------------------------------------------------------------
+    def preprocess(self, image: Image.Image, mode: str = "base") -> PagePixels:
+        loaded = self.loaded
+        if mode == "gundam" and not loaded.queries_per_tile_side:
+            raise ValueError("this checkpoint has no gundam tiles (its image size is not the official 1024)")
+        return preprocess_page(image, image_size=loaded.image_size, queries_global=loaded.queries_per_side,
+                               mode=mode, tile_size=loaded.tile_size, queries_tile=loaded.queries_per_tile_side)
+
+    @torch.no_grad()
+    def encode_pages(self, pixels: Sequence[PagePixels]) -> list[torch.Tensor]:
+        """Visual features per page, ``(positions, hidden)`` each, in page order."""
+        features: list[torch.Tensor] = []
+        device, dtype = self.loaded.device, self.loaded.dtype
+        for start in range(0, len(pixels), self.encode_batch):
+            chunk = pixels[start : start + self.encode_batch]
+            global_views = torch.stack([page.global_view for page in chunk]).to(device, dtype)  # (P, 3, S, S)
+            local = [page.tiles for page in chunk if page.tiles is not None]
+            kwargs = {}
+            if local:
+                kwargs = dict(
+                    pixel_values_local=torch.cat(local).to(device, dtype),
+                    num_local_patches=[0 if page.tiles is None else page.tiles.shape[0] for page in chunk],
+                    patches_grid=[list(page.grid) for page in chunk],
+                )
+            output = self.model.model.get_image_features(global_views, return_dict=True, **kwargs)
+            features.extend(output.pooler_output)  # list of (positions, hidden)
+        return features
+
+    # -- prefill ---------------------------------------------------------------------------------------------
+    def _embed_prompt(self, input_ids: torch.Tensor, page_features: list[torch.Tensor]) -> torch.Tensor:
+        embeds = self.language_model.embed_tokens(input_ids.to(self.loaded.device))  # (T, D)
+        image_slots = input_ids.to(embeds.device) == self.loaded.image_token_id
+        visual = torch.cat(page_features).to(embeds.dtype)
+        if int(image_slots.sum()) != visual.shape[0]:
+            raise ValueError(f"{int(image_slots.sum())} image slots for {visual.shape[0]} visual features")
+        embeds[image_slots] = visual
+        return embeds
+
+    def _masks(self, mask: torch.Tensor | None) -> dict[str, torch.Tensor | None]:
+        if self.additive_masks and mask is not None:
+            mask = to_additive(mask, self.loaded.dtype)
+        return {"reference_sliding_attention": mask, "full_attention": mask}
+
+    @torch.no_grad()
+    def prefill(self, documents: Sequence[tuple[torch.Tensor, list[torch.Tensor]]]) -> tuple[RSWACache, torch.Tensor]:
+        """Write every document's reference into a fresh cache; return it and the ``(B, V)`` next-token logits.
+
+        ``documents`` = [(input_ids (T_b,), page features), ...]; rows are right-padded to the longest.
+        """
+        device = self.loaded.device
+        lengths = [int(ids.shape[0]) for ids, _ in documents]
+        longest = max(lengths)
+        rows = []
+        for ids, features in documents:
+            embeds = self._embed_prompt(ids, features)  # (T_b, D)
+            pad = embeds.new_zeros((longest - embeds.shape[0], embeds.shape[1]))
+            rows.append(torch.cat([embeds, pad]))
+        inputs_embeds = torch.stack(rows)  # (B, L_max, D)
+        window = self.window if self.attention == "rswa" else None
+        cache = RSWACache(len(self.language_model.layers), window=window)
+        cache.start(lengths, device=device)
+        mask = rswa_mask(lengths, longest, window=None, valid_lengths=lengths, device=device)  # (B, 1, L, L)
+        positions = torch.arange(longest, device=device).expand(len(lengths), -1)  # (B, L_max)
+        output = self.language_model(
+            inputs_embeds=inputs_embeds, attention_mask=self._masks(mask), position_ids=positions,
+            past_key_values=cache, use_cache=True,
+        )
+        last = torch.tensor(lengths, device=device) - 1
+        hidden = output.last_hidden_state[torch.arange(len(lengths), device=device), last]  # (B, D)
+        cache.finish_prefill()
+        return cache, self.model.lm_head(hidden).float()  # (B, V)
+
+    # -- decode ----------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def decode_step(self, cache: RSWACache, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """One token per row: ``tokens``/``positions`` ``(B, 1)`` -> next-token logits ``(B, V)``."""
+        cache.advance()
+        mask = self._masks(cache.step_mask())
+        return self._step_forward(cache, tokens, positions, mask)
+
+    def _forward_one(self, cache: RSWACache, tokens: torch.Tensor, positions: torch.Tensor,
+                     mask: dict[str, torch.Tensor]) -> torch.Tensor:
+        hidden = self.language_model.embed_tokens(tokens)  # (B, 1, D)
+        rotary = self.language_model.rotary_emb(hidden, position_ids=positions)
+        for layer_index, layer in enumerate(self.language_model.layers):
+            hidden = layer(
+                hidden, attention_mask=mask[self.language_model.config.layer_types[layer_index]],
+                position_embeddings=rotary, position_ids=positions, past_key_values=cache, use_cache=True,
+            )
+        hidden = self.language_model.norm(hidden)
+        return self.model.lm_head(hidden[:, -1]).float()  # (B, V)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        documents: Sequence[Sequence[Image.Image]],
+        options: DecodeOptions | None = None,
+        on_token: TokenCallback | None = None,
+    ) -> list[DocumentResult]:
+        """One decode pass per batch of documents (each a list of page images)."""
+        options = options or DecodeOptions()
+        prepared = []
+        for pages in documents:
+            if not pages:
+                raise ValueError("a document needs at least one page")
+            mode = options.image_mode if len(pages) == 1 else "base"
+            pixels = [self.preprocess(page, mode) for page in pages]
+            features = self.encode_pages(pixels)
+            ids = build_input_ids(self.loaded.tokenizer, [f.shape[0] for f in features], options.prompt)
+            prepared.append((ids, features))
+        return self.generate_prepared(prepared, options, on_token)
+
+    @torch.no_grad()
+    def generate_prepared(
+        self,
+        prepared: Sequence[tuple[torch.Tensor, list[torch.Tensor]]],
+        options: DecodeOptions,
+        on_token: TokenCallback | None = None,
+    ) -> list[DocumentResult]:
+        """Decode from (input_ids, page features) pairs; the benchmark calls this to time the decode alone."""
+        loaded = self.loaded
+        device = loaded.device
+        batch = len(prepared)
+        start = time.perf_counter()
+        cache, logits = self.prefill(prepared)
+        prefill_seconds = time.perf_counter() - start
+        lengths = [int(ids.shape[0]) for ids, _ in prepared]
+        guards = []
+        for (ids, features) in prepared:
+            window = options.no_repeat_window or (1024 if len(features) > 1 else 128)
+            guards.append(
+                WindowedNoRepeat(options.no_repeat_ngram_size, window, ids.tolist()) if options.no_repeat_ngram_size
+                else None
+            )
+        outputs: list[list[int]] = [[] for _ in range(batch)]
+        pages_seen = [0] * batch
+        running = [True] * batch
+        stop = ["length"] * batch
+        step_times: list[float] = []
+        positions = torch.tensor(lengths, device=device).view(batch, 1)  # (B, 1) position of the next token
+        decode_start = time.perf_counter()
+        for step in range(options.max_new_tokens):
+            if step:
+                logits = self.decode_step(cache, next_tokens, positions)
+                positions = positions + 1
+            for row in range(batch):
+                if guards[row] is not None:
+                    banned = guards[row].banned()
+                    if banned:
+                        logits[row, banned] = float("-inf")
+            if options.ignore_eos:
+                logits[:, loaded.eos_token_id] = float("-inf")
+            chosen = logits.argmax(dim=-1)  # (B,)
+            chosen_list = chosen.tolist()
+            for row, token in enumerate(chosen_list):
+                if not running[row]:
+                    continue
+                if guards[row] is not None:
+                    guards[row].push(token)
+                if token == loaded.eos_token_id:
+                    running[row] = False
+                    stop[row] = "eos"
+                    continue
+                outputs[row].append(token)
+                if token == loaded.page_token_id:
+                    pages_seen[row] += 1
+                if on_token is not None:
+                    on_token(row, token, max(pages_seen[row], 1))
+            step_times.append(time.perf_counter())
+            if not any(running):
+                break
+            next_tokens = chosen.view(batch, 1)
+        decode_seconds = time.perf_counter() - decode_start
+        kv_bytes = cache.nbytes()
+        entries = cache.entries().tolist()
+        results = []
+        for row in range(batch):
+            text = self.decode_text(outputs[row])
+            num_pages = len(prepared[row][1])
+            results.append(DocumentResult(
+                token_ids=outputs[row], text=text, pages=split_pages(text, num_pages), num_pages=num_pages,
+                reference_length=lengths[row], stop_reason=stop[row], kv_bytes=kv_bytes, kv_entries=int(entries[row]),
+                prefill_seconds=prefill_seconds, decode_seconds=decode_seconds, step_times=step_times,
+            ))
+        return results
+
+    def decode_text(self, token_ids: Sequence[int]) -> str:
+        tokenizer = self.loaded.tokenizer
+        drop = {tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id}
+        return tokenizer.decode([t for t in token_ids if t not in drop], skip_special_tokens=False)
+
+    # -- documents -------------------------------------------------------------------------------------------
+    def parse(self, pages: Sequence[Image.Image], options: DecodeOptions | None = None, mode: str = "one-pass",
+              on_token: TokenCallback | None = None) -> DocumentResult:
+        """Transcribe one document: all pages in one pass, or (``mode="per-page"``) one decode per page."""
+        options = options or DecodeOptions()
+        if mode == "one-pass":
+            return self.generate([list(pages)], options, on_token)[0]
+        if mode != "per-page":
+            raise ValueError(f"mode must be 'one-pass' or 'per-page', not {mode!r}")
+        parts = []
+        for index, page in enumerate(pages):
+            def forward(row, token, page_number, index=index):
+                if on_token is not None:
+                    on_token(0, token, index + 1)
+            parts.append(self.generate([[page]], options, forward)[0])
+        page_token = "<PAGE>" if len(pages) > 1 else ""
+        text = "".join(page_token + part.text for part in parts)
+        return DocumentResult(
+            token_ids=[t for part in parts for t in part.token_ids], text=text,
+            pages=[part.text for part in parts], num_pages=len(pages),
+            reference_length=max(part.reference_length for part in parts),
+            stop_reason="eos" if all(part.stop_reason == "eos" for part in parts) else "length",
+            kv_bytes=max(part.kv_bytes for part in parts), kv_entries=max(part.kv_entries for part in parts),
+            prefill_seconds=sum(part.prefill_seconds for part in parts),
+            decode_seconds=sum(part.decode_seconds for part in parts),
+        )

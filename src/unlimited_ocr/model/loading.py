@@ -1,0 +1,131 @@
+"""Resolve ``--model`` and load it: our checkpoints and the official one go through the same transformers class.
+
+Accepted:
+* a local folder in transformers format (``config.json`` with ``model_type: unlimited_ocr``, safetensors, tokenizer);
+* the official checkpoint folder (``model_type: unlimited-ocr``, ``auto_map`` to remote code, text config under
+  ``language_config``): read with the explicit ``UnlimitedOcrConfig`` class, never with remote code; transformers
+  renames the original tensor names at load time;
+* a hub id, only when online (``HF_HUB_OFFLINE=1`` restricts it to the local hub cache).
+* nothing: the bundled checkpoint shipped inside the package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration
+
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "checkpoints" / "unlimited-ocr-tiny"
+
+
+class ModelNotFoundError(RuntimeError):
+    """The ``--model`` argument names nothing we can load (offline, missing folder, wrong files)."""
+
+
+@dataclass
+class LoadedModel:
+    """A model and everything the engine needs to lay out prompts for it."""
+
+    model: UnlimitedOcrForConditionalGeneration
+    tokenizer: PreTrainedTokenizerBase
+    source: str  # where it came from (folder or hub id), for logs and the JSON output
+    image_size: int  # global view side in pixels (base mode)
+    queries_per_side: int  # visual tokens per side of the global view
+    tile_size: int  # gundam tile side in pixels
+    queries_per_tile_side: int  # 0 when gundam tiles are not available for this checkpoint
+    image_token_id: int
+    page_token_id: int | None  # id of "<PAGE>", the page separator of multi-page outputs
+    eos_token_id: int
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    @property
+    def window(self) -> int:
+        return int(self.model.config.text_config.sliding_window)
+
+    @property
+    def trained_attention(self) -> str:
+        """'rswa' or 'full': what the checkpoint's layers were configured with."""
+        types = set(self.model.config.text_config.layer_types)
+        return "full" if types == {"full_attention"} else "rswa"
+
+
+def bundled_checkpoint() -> Path | None:
+    return BUNDLED_DIR if (BUNDLED_DIR / "config.json").exists() else None
+
+
+def resolve_model_path(model: str | os.PathLike | None) -> str:
+    """Turn ``--model`` into a local folder or a hub id; raise :class:`ModelNotFoundError` with a clear message."""
+    if model is None:
+        bundled = bundled_checkpoint()
+        if bundled is None:
+            raise ModelNotFoundError(
+                "no --model given and no bundled checkpoint is installed; pass --model /path/to/checkpoint"
+            )
+        return str(bundled)
+    path = Path(model).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise ModelNotFoundError(f"{path}: not a model folder (no config.json)")
+        return str(path)
+    if str(model).startswith((".", "/", "~")) or os.sep in str(model) and str(model).count("/") != 1:
+        raise ModelNotFoundError(f"{model}: no such folder")
+    return str(model)  # a hub id: from_pretrained resolves it (cache only when HF_HUB_OFFLINE=1)
+
+
+def load_model(
+    model: str | os.PathLike | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype | None = None,
+    attn_implementation: str = "sdpa",
+    experts_implementation: str | None = None,
+) -> LoadedModel:
+    """Load a checkpoint for inference (eval mode, no grad needed). Never runs remote code."""
+    source = resolve_model_path(model)
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+    kwargs = {"local_files_only": offline}
+    device = torch.device(device)
+    if dtype is None:
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    try:
+        config = UnlimitedOcrConfig.from_pretrained(source, **kwargs)
+        network_model = UnlimitedOcrForConditionalGeneration.from_pretrained(
+            source, config=config, dtype=dtype, attn_implementation=attn_implementation,
+            **({"experts_implementation": experts_implementation} if experts_implementation else {}), **kwargs
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **kwargs)
+    except OSError as error:
+        hint = " (HF_HUB_OFFLINE=1: only local folders and the hub cache are used)" if offline else ""
+        raise ModelNotFoundError(f"cannot load model {source!r}: {error}{hint}") from error
+    network_model.to(device).eval()
+    sam = config.vision_config.sam_config
+    image_size = int(sam.image_size if isinstance(sam.image_size, int) else sam.image_size[0])
+    patch = int(sam.patch_size if isinstance(sam.patch_size, int) else sam.patch_size[0])
+    queries = image_size // patch // 4
+    tile_size = 640 if image_size == 1024 else image_size
+    tile_queries = tile_size // patch // 4 if tile_size % (patch * 4) == 0 else 0
+    page_id = tokenizer.convert_tokens_to_ids("<PAGE>")
+    if page_id is None or page_id == tokenizer.unk_token_id:
+        page_id = None
+    eos = config.text_config.eos_token_id
+    eos = eos[0] if isinstance(eos, list) else eos
+    return LoadedModel(
+        model=network_model, tokenizer=tokenizer, source=source, image_size=image_size, queries_per_side=queries,
+        tile_size=tile_size, queries_per_tile_side=tile_queries, image_token_id=int(config.image_token_id),
+        page_token_id=page_id, eos_token_id=int(eos),
+    )
+
+
+def read_config_json(folder: str | os.PathLike) -> dict:
+    with open(Path(folder) / "config.json", encoding="utf-8") as handle:
+        return json.load(handle)

@@ -1,0 +1,46 @@
+"""Shared fixtures: tiny random checkpoints written once per session (nothing is downloaded)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("UOCR_SHARED_DIR", REPO.parent / "shared"))
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    """R-SWA tiny random checkpoint: 2 layers, window n = 8, 21 positions per 256-px page."""
+    from unlimited_ocr.model.random_checkpoint import write_random_checkpoint
+
+    return write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_full_checkpoint(tmp_path_factory) -> Path:
+    """Same weights, every layer configured as full attention."""
+    from unlimited_ocr.model.random_checkpoint import write_random_checkpoint
+
+    return write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny-full", seed=0, full_attention=True)
+
+
+@pytest.fixture(scope="session")
+def real_documents() -> Path:
+    folder = SHARED / "real_documents"
+    if not folder.exists():
+        pytest.skip(f"{folder} not found (set UOCR_SHARED_DIR)")
+    return folder
+
+
+def random_pages(count: int, seed: int = 0, size=(300, 200)):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 255, (size[0], size[1], 3), dtype=np.uint8)) for _ in range(count)]

@@ -1,0 +1,129 @@
+"""Our static-cache engine against transformers' own generate() and against a dense-mask forward.
+
+Everything runs in float64 so that summation-order differences between the two paths (batched vs single rows,
+ring order vs concatenation) cannot flip a greedy choice; token equality is then a strict check.
+"""
+
+import copy
+
+import pytest
+import torch
+
+from tests.conftest import random_pages
+from unlimited_ocr.engine import DecodeOptions, OcrEngine
+from unlimited_ocr.model.loading import load_model
+from unlimited_ocr.model.prompt import build_input_ids
+from unlimited_ocr.rswa.masks import rswa_mask
+
+
+def _load(path):
+    return load_model(str(path), dtype=torch.float64, experts_implementation="eager")
+
+
+def _transformers_tokens(loaded, engine, pages, max_new_tokens):
+    pixels = [engine.preprocess(page) for page in pages]
+    ids = build_input_ids(loaded.tokenizer, [p.num_positions for p in pixels])[None]
+    config = copy.deepcopy(loaded.model.generation_config)
+    config.update(max_new_tokens=max_new_tokens, do_sample=False, no_repeat_ngram_size=35)
+    config.no_repeat_ngram_window_size = 1024 if len(pages) > 1 else 128
+    output = loaded.model.generate(
+        input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config,
+        pixel_values=torch.stack([p.global_view for p in pixels]).to(torch.float64),
+    )
+    tokens = output[0, ids.shape[1]:].tolist()
+    if tokens and tokens[-1] == loaded.eos_token_id:
+        tokens = tokens[:-1]
+    return tokens
+
+
+@pytest.fixture(scope="module")
+def rswa_model(tiny_checkpoint):
+    return _load(tiny_checkpoint)
+
+
+def test_batched_rswa_decode_equals_transformers_generate(rswa_model):
+    window = rswa_model.window
+    new_tokens = 3 * window + 13  # well past the point where the ring wraps
+    engine = OcrEngine(rswa_model)
+    documents = [random_pages(3, seed=1), random_pages(1, seed=2)]  # different page counts, one batch
+    results = engine.generate(documents, DecodeOptions(max_new_tokens=new_tokens))
+    for document, result in zip(documents, results):
+        expected = _transformers_tokens(rswa_model, engine, document, new_tokens)
+        assert result.token_ids == expected
+        assert len(result.token_ids) >= 3 * window or result.stop_reason == "eos"
+    assert len(set(results[0].token_ids)) > 3  # the random model is not stuck on one token
+
+
+def test_rswa_cache_entries_stay_at_reference_plus_window(rswa_model):
+    engine = OcrEngine(rswa_model)
+    [result] = engine.generate([random_pages(2, seed=3)], DecodeOptions(max_new_tokens=5 * rswa_model.window,
+                                                                        ignore_eos=True))
+    assert result.kv_entries == result.reference_length + rswa_model.window
+
+
+def test_full_attention_mode_equals_transformers_full_attention(tiny_full_checkpoint):
+    loaded = _load(tiny_full_checkpoint)
+    assert loaded.trained_attention == "full"
+    engine = OcrEngine(loaded, attention="full")
+    pages = random_pages(2, seed=4)
+    [result] = engine.generate([pages], DecodeOptions(max_new_tokens=40))
+    assert result.token_ids == _transformers_tokens(loaded, engine, pages, 40)
+    # Every token but the last one chosen was fed back (an EOS ends the run after its own step).
+    fed = len(result.token_ids) - (1 if result.stop_reason == "length" else 0)
+    assert result.kv_entries == result.reference_length + fed
+
+
+def test_rswa_decode_equals_dense_mask_forward(rswa_model):
+    """Logits of every decode step equal one full forward over the whole sequence with the dense R-SWA mask."""
+    engine = OcrEngine(rswa_model)
+    window = rswa_model.window
+    pages = random_pages(2, seed=5)
+    pixels = [engine.preprocess(page) for page in pages]
+    features = engine.encode_pages(pixels)
+    ids = build_input_ids(rswa_model.tokenizer, [f.shape[0] for f in features])
+    steps = 3 * window
+    cache, logits = engine.prefill([(ids, features)])
+    step_logits, tokens = [logits[0]], []
+    position = torch.tensor([[ids.shape[0]]])
+    for _ in range(steps):
+        token = int(step_logits[-1].argmax())
+        tokens.append(token)
+        step_logits.append(engine.decode_step(cache, torch.tensor([[token]]), position)[0])
+        position = position + 1
+    # Dense reference: prompt + generated tokens, one forward, mask from rswa/masks.py.
+    full_ids = torch.cat([ids, torch.tensor(tokens)])
+    embeds = engine._embed_prompt(full_ids, features)[None]
+    length = full_ids.shape[0]
+    mask = rswa_mask([ids.shape[0]], length, window=window)
+    language = rswa_model.model.model.language_model
+    hidden = language(inputs_embeds=embeds, attention_mask={"reference_sliding_attention": mask,
+                                                            "full_attention": mask},
+                      position_ids=torch.arange(length)[None]).last_hidden_state
+    dense_logits = rswa_model.model.lm_head(hidden[0, ids.shape[0] - 1:]).float()  # (steps + 1, V)
+    assert torch.allclose(torch.stack(step_logits), dense_logits, atol=1e-8, rtol=1e-6)
+    # And the window really matters: a full-causal forward gives different logits after n steps.
+    causal = rswa_mask([ids.shape[0]], length, window=None)
+    hidden_full = language(inputs_embeds=embeds, attention_mask={"reference_sliding_attention": causal,
+                                                                 "full_attention": causal},
+                           position_ids=torch.arange(length)[None]).last_hidden_state
+    full_logits = rswa_model.model.lm_head(hidden_full[0, ids.shape[0] - 1:]).float()
+    assert not torch.allclose(full_logits[window + 1:], dense_logits[window + 1:], atol=1e-6)
+
+
+def test_streaming_callback_sees_every_token_with_its_page(rswa_model):
+    engine = OcrEngine(rswa_model)
+    seen = []
+    [result] = engine.generate([random_pages(2, seed=6)], DecodeOptions(max_new_tokens=20),
+                               on_token=lambda row, token, page: seen.append((row, token, page)))
+    assert [token for _, token, _ in seen] == result.token_ids
+    assert all(row == 0 and page >= 1 for row, _, page in seen)
+
+
+def test_per_page_mode_runs_one_decode_per_page(rswa_model):
+    engine = OcrEngine(rswa_model)
+    pages = random_pages(2, seed=7)
+    result = engine.parse(pages, DecodeOptions(max_new_tokens=10, ignore_eos=True), mode="per-page")
+    assert len(result.pages) == 2
+    assert result.text.count("<PAGE>") == 2
+    single = engine.generate([[pages[1]]], DecodeOptions(max_new_tokens=10, ignore_eos=True))[0]
+    assert result.pages[1] == single.text
