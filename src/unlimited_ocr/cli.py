@@ -112,8 +112,10 @@ def run_parse(args: argparse.Namespace) -> int:
                 failures += 1
                 progress.input_done()
                 continue
-            if any(not page.ok for page in document.pages):
-                failures += 1  # written, with markers, but not whole
+            missing = [page.number for page in output.pages if page.text is None]
+            if missing:
+                failures += 1  # written, with visible markers, but not whole
+                progress.log(f"warning: {path}: no text for page(s) {', '.join(map(str, missing))}")
             progress.finish_document(output)
     return 1 if failures else 0
 

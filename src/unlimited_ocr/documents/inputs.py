@@ -115,6 +115,9 @@ def _load_pdf(path: Path, pages: Sequence[int] | None, dpi: int, max_side: int) 
         pdf = pdfium.PdfDocument(str(path))
     except pdfium.PdfiumError as error:
         reason = str(error)
+        if getattr(error, "err_code", None) == pdfium_raw.FPDF_ERR_SUCCESS:
+            # PDFium refuses a well-formed PDF without pages, reporting "success".
+            raise DocumentError("empty PDF (no pages)") from None
         if "password" in reason.lower():
             raise DocumentError("encrypted PDF (a password is required)") from None
         raise DocumentError(f"not a readable PDF ({reason})") from None

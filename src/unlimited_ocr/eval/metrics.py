@@ -13,6 +13,7 @@ computed here line up with published OmniDocBench numbers.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Hashable, Sequence
 from functools import lru_cache
@@ -69,7 +70,10 @@ def _latex_to_text_converter():
     try:
         from pylatexenc.latex2text import LatexNodes2Text
     except ImportError as exc:  # pragma: no cover - dependency problem, not logic
-        raise ImportError("OmniDocBench scoring needs 'pylatexenc' (pip install pylatexenc)") from exc
+        raise ImportError("OmniDocBench scoring needs 'pylatexenc' (pip install pylatexenc==3.0a30)") from exc
+    # OCR output is full of half-formed LaTeX; pylatexenc recovers and logs a warning for each, which would
+    # drown the report. Its recovered text is what the official scorer uses too.
+    logging.getLogger("pylatexenc").setLevel(logging.ERROR)
     return LatexNodes2Text()
 
 
@@ -114,8 +118,8 @@ def normalize_text_block(text: str) -> str:
     return keep_word_characters(inline_math_to_unicode(text))
 
 
-# Commands whose presence changes the look of a formula but not what it says; removed as plain substrings,
-# in this order (so "\mathbf" goes before "\mathb..." prefixes can bite, and " " removes all spaces).
+# Commands that change how a formula looks, not what it says; removed as plain substrings in this order
+# (order matters: "\textbf" must go before its prefix "\text"; " " removes every space).
 _FORMULA_NOISE = (
     "\\mathbf", "\\mathrm", "\\mathnormal", "\\mathit", "\\mathbb", "\\mathcal", "\\mathscr", "\\mathfrak",
     "\\mathsf", "\\mathtt", "\\textbf", "\\text", "\\boldmath", "\\boldsymbol", "\\operatorname", "\\bm",

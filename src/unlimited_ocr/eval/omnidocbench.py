@@ -93,7 +93,7 @@ def _page_blocks(page: dict) -> dict[str, list[dict]]:
         else:
             blocks[block["category_type"]].append(block)
     for chain in chains:
-        parts = sorted((by_id[i] for i in chain if i in by_id), key=lambda b: b["order"])
+        parts = sorted((by_id[i] for i in chain if i in by_id), key=lambda b: b.get("order") or 0)
         if not parts:
             continue
         blocks[parts[0]["category_type"]].append({

@@ -1,8 +1,8 @@
-"""Split one page of predicted Markdown into the elements OmniDocBench scores: text, formulas, tables.
+r"""Split one page of predicted Markdown into the elements OmniDocBench scores: text, formulas, tables.
 
 Quick check from a shell::
 
-    python -c "from unlimited_ocr.eval.omnidocbench_markdown import split_page_markdown as s; print(s('# T\\n\\n\$\$x=1\$\$\\n\\n| a | b |\\n|---|---|\\n| 1 | 2 |\\n'))"
+    python -c "from unlimited_ocr.eval.omnidocbench_markdown import split_page_markdown as s; print(dict(s('# Title\n\nSome text.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n')))"
 
 The rules follow the official end-to-end evaluation (``md_tex_filter`` in opendatalab/OmniDocBench), quirks
 included, because each one moves the published numbers: LaTeX tables, HTML tables, display formulas, pipe

@@ -2,9 +2,7 @@
 
 Quick check from a shell::
 
-    python -c "from unlimited_ocr.eval.omnidocbench_match import match_page_elements as m; \
-print(m([{'category_type': 'text_block', 'text': 'Hello world', 'order': 1}, {'category_type': 'title', 'text': 'Intro', 'order': 2}], \
-[{'category_type': 'text_all', 'content': 'Intro', 'position': [0, 5]}, {'category_type': 'text_all', 'content': 'Hello wrld', 'position': [6, 16]}], 'p.jpg'))"
+    python -c "from unlimited_ocr.eval.omnidocbench_match import match_page_elements as m; print(m([{'category_type': 'text_block', 'text': 'Hello world', 'order': 1}], [{'category_type': 'text_all', 'content': 'Hello wrld', 'position': [0, 10]}], 'page.jpg'))"
 
 Why a special matcher: a model's paragraphs rarely coincide with the annotated blocks. Quick match
 1. matches captions, headers, footers, page numbers and footnotes first (cost < 0.25), so they can't steal
@@ -25,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 
 import numpy as np
 
@@ -132,7 +130,7 @@ def _split_gt_arrays(items: list[dict]) -> list[dict]:
         if match is None or not _single_column_spec(match.group("spec")):
             out.append(item)
             continue
-        base_order = float(item["order"])
+        base_order = float(item.get("order") or 0)  # (the official code fails on a formula without order)
         for number, row in enumerate(_array_rows(match.group("body")), start=1):
             piece = copy.deepcopy(item)
             piece["latex"] = f"\\[{row}\\]"
@@ -389,7 +387,6 @@ def _pair_rows(combined: dict, gt_lines: list[str], pred_lines: list[str]) -> li
     """
     rows: list[dict] = []
     for key, info in combined.items():
-        pred = " ".join(pred_lines[p] for p in key)
         for gt_index in sorted(set(info["gt_indices"])):
             rows.append({"gt_idx": int(gt_index), "pred_idx": list(key), "edit": info["edit_distance"]})
     matched_gt = set().union(*[set(info["gt_indices"]) for info in combined.values()])

@@ -99,6 +99,12 @@ def load_model(
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     try:
         config = UnlimitedOcrConfig.from_pretrained(source, **kwargs)
+        if config.model_type != UnlimitedOcrConfig.model_type:
+            # The official folder says "unlimited-ocr" (its remote-code name); transformers finds the tensor
+            # renaming of the original checkpoint under its own name, so use that one.
+            config.model_type = UnlimitedOcrConfig.model_type
+        if hasattr(config, "auto_map"):
+            del config.auto_map  # never follow the pointer to remote code
         network_model = UnlimitedOcrForConditionalGeneration.from_pretrained(
             source, config=config, dtype=dtype, attn_implementation=attn_implementation,
             **({"experts_implementation": experts_implementation} if experts_implementation else {}), **kwargs

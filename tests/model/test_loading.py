@@ -1,0 +1,89 @@
+"""Loading: our transformers-format folders, the official checkpoint layout, and clear errors."""
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from tests.conftest import random_pages
+from unlimited_ocr.engine import DecodeOptions, OcrEngine
+from unlimited_ocr.model.loading import ModelNotFoundError, load_model, resolve_model_path
+
+
+def _official_layout(source, target):
+    """Rewrite a small checkpoint into the official folder layout: original config keys (text config under
+    ``language_config``, ``sliding_window`` on top, ``auto_map`` to remote code, vision described by ``width``)
+    and original tensor names. transformers ignores the original vision sizes and builds the full SAM-B + CLIP-L
+    tower, so the language model is small but the vision tensors are left out (they load as random init)."""
+    config = json.loads((source / "config.json").read_text())
+    text = config["text_config"]
+    language = {key: text[key] for key in [
+        "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_hidden_layers",
+        "num_attention_heads", "num_key_value_heads", "n_shared_experts", "n_routed_experts", "num_experts_per_tok",
+        "topk_method", "bos_token_id", "eos_token_id", "max_position_embeddings"]}
+    language.update(first_k_dense_replace=1, model_type="deepseek_v2", use_mla=False, kv_lora_rank=None,
+                    rope_theta=10000.0)
+    official = {
+        "model_type": "unlimited-ocr",
+        "architectures": ["UnlimitedOCRForCausalLM"],
+        "auto_map": {"AutoConfig": "configuration_unlimited_ocr.UnlimitedOCRConfig",
+                     "AutoModel": "modeling_unlimited_ocr.UnlimitedOCRForCausalLM"},
+        "language_config": language,
+        "sliding_window": text["sliding_window"],
+        "vision_config": {"image_size": 1024, "mlp_ratio": 3.7362,
+                          "width": {"sam_vit_b": {"downsample_channels": [512, 1024], "layers": 12, "width": 768},
+                                    "clip-l-14-224": {"heads": 16, "layers": 24, "width": 1024}}},
+        "projector_config": {"input_dim": 2048, "n_embed": text["hidden_size"], "projector_type": "linear"},
+        "image_token_id": config["image_token_id"],
+        "torch_dtype": "float32",
+    }
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(official))
+    tensors = load_file(source / "model.safetensors")
+    kept = {name: t for name, t in tensors.items() if not name.startswith(("model.sam_model", "model.vision_model"))}
+    generator = torch.Generator().manual_seed(0)
+    kept["model.projector.layers.weight"] = torch.randn(text["hidden_size"], 2048, generator=generator) * 0.02
+    kept["model.projector.layers.bias"] = torch.zeros(text["hidden_size"])
+    save_file(kept, target / "model.safetensors")
+    for name in ["tokenizer.json", "tokenizer_config.json"]:
+        shutil.copy(source / name, target / name)
+    return kept
+
+
+@pytest.mark.slow
+def test_official_layout_loads_without_remote_code(tiny_checkpoint, tmp_path):
+    tensors = _official_layout(tiny_checkpoint, tmp_path / "official")
+    loaded = load_model(tmp_path / "official")
+    language = loaded.model.model.language_model
+    # Original names were renamed by transformers on load: our tensors arrive where they belong.
+    assert torch.equal(language.layers[0].self_attn.q_proj.weight, tensors["model.layers.0.self_attn.q_proj.weight"])
+    assert torch.equal(language.embed_tokens.weight, tensors["model.embed_tokens.weight"])
+    assert torch.equal(loaded.model.model.view_separator, tensors["model.view_seperator"])
+    assert loaded.window == json.loads((tiny_checkpoint / "config.json").read_text())["text_config"]["sliding_window"]
+    assert loaded.image_size == 1024 and loaded.queries_per_side == 16  # official vision defaults
+    engine = OcrEngine(loaded)
+    [result] = engine.generate([random_pages(1, seed=3)], DecodeOptions(max_new_tokens=3, ignore_eos=True))
+    assert result.reference_length > 273 and len(result.token_ids) == 3
+
+
+def test_missing_and_offline_models_fail_clearly(tmp_path, monkeypatch):
+    with pytest.raises(ModelNotFoundError, match="no such folder"):
+        resolve_model_path(tmp_path / "absent")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelNotFoundError, match="no config.json"):
+        resolve_model_path(tmp_path / "empty")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotFoundError, match="HF_HUB_OFFLINE"):
+        load_model("someone/not-cached-model")
+
+
+def test_opt_in_full_size_official_checkpoint():
+    folder = os.environ.get("UOCR_OFFICIAL_MODEL")
+    if not folder:
+        pytest.skip("set UOCR_OFFICIAL_MODEL=/path/to/Unlimited-OCR to load the real checkpoint")
+    loaded = load_model(folder, device="cuda" if torch.cuda.is_available() else "cpu")
+    [result] = OcrEngine(loaded).generate([random_pages(1)], DecodeOptions(max_new_tokens=8))
+    assert result.reference_length > 273

@@ -1,0 +1,84 @@
+"""End to end: the CLI on generated and real files with a tiny random checkpoint."""
+
+import json
+
+from PIL import Image
+
+from tests.conftest import random_pages
+from unlimited_ocr.cli import main
+
+
+def _three_page_pdf(path):
+    pages = random_pages(3, seed=11, size=(400, 300))
+    pages[0].save(path, save_all=True, append_images=pages[1:])
+    return path
+
+
+def test_parse_three_page_pdf(tmp_path, tiny_checkpoint, capsys):
+    pdf = _three_page_pdf(tmp_path / "report.pdf")
+    out = tmp_path / "out"
+    code = main(["parse", str(pdf), "-o", str(out), "--model", str(tiny_checkpoint), "--max-new-tokens", "24",
+                 "--quiet"])
+    markdown = (out / "report.md").read_text()
+    data = json.loads((out / "report.json").read_text())
+    assert [page["number"] for page in data["pages"]] == [1, 2, 3]
+    assert all(page["width"] > 0 and page["height"] > 0 or page["status"] == "failed" for page in data["pages"])
+    assert markdown.count("<!-- page ") == 3
+    assert markdown.index("<!-- page 1 -->") < markdown.index("<!-- page 2 -->") < markdown.index("<!-- page 3 -->")
+    assert data["attention"] == "rswa" and data["reference_length"] > 3 * 21
+    assert data["generated_tokens"] == 24 or data["stop_reason"] == "eos"
+    # A random model writes no <PAGE> separators: pages 2-3 are marked, not silently empty, and the exit code says so.
+    failed = [page for page in data["pages"] if page["status"] == "failed"]
+    assert code == (1 if failed else 0)
+    assert all("ended before this page" in page["error"] for page in failed)
+
+
+def test_bad_inputs_fail_alone_and_set_the_exit_code(tmp_path, tiny_checkpoint, capsys):
+    good = tmp_path / "in" / "good.png"
+    good.parent.mkdir()
+    random_pages(1, seed=12)[0].save(good)
+    (tmp_path / "in" / "bad.pdf").write_bytes(b"%PDF-1.4 broken")
+    (tmp_path / "in" / "bad.jpg").write_bytes(b"not an image")
+    out = tmp_path / "out"
+    code = main(["parse", str(tmp_path / "in"), str(tmp_path / "missing.pdf"), "-o", str(out), "--model",
+                 str(tiny_checkpoint), "--max-new-tokens", "8", "--quiet"])
+    errors = capsys.readouterr().err
+    assert code == 1
+    assert (out / "good.md").exists() and (out / "good.json").exists()
+    assert not (out / "bad.md").exists() and not list(out.glob("*.tmp"))
+    for name in ["bad.pdf", "bad.jpg", "missing.pdf"]:
+        assert sum(1 for line in errors.splitlines() if name in line and line.startswith("error:")) == 1
+
+
+def test_skip_existing_resumes(tmp_path, tiny_checkpoint, capsys):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for index, page in enumerate(random_pages(2, seed=13)):
+        page.save(folder / f"p{index}.png")
+    out = tmp_path / "out"
+    args = ["parse", str(folder), "-o", str(out), "--model", str(tiny_checkpoint), "--max-new-tokens", "4", "--quiet"]
+    assert main(args) == 0
+    (out / "p1.md").unlink()
+    stamp = (out / "p0.json").stat().st_mtime_ns
+    assert main(args + ["--skip-existing"]) == 0
+    assert (out / "p1.md").exists() and (out / "p0.json").stat().st_mtime_ns == stamp
+    assert "skipping 1 input" in capsys.readouterr().err
+
+
+def test_real_documents_folder(tmp_path, tiny_checkpoint, real_documents, capsys):
+    out = tmp_path / "out"
+    code = main(["parse", str(real_documents), "-o", str(out), "--model", str(tiny_checkpoint),
+                 "--max-new-tokens", "4", "--quiet", "--pages", "1"])
+    errors = capsys.readouterr().err
+    assert code == 1
+    assert (out / "c02-22.md").exists() and (out / "typewriter.md").exists() and (out / "enormous.md").exists()
+    assert not (out / "invalid.md").exists() and not (out / "hugemono.md").exists()
+    assert "invalid.pdf" in errors and "hugemono.pdf: decompression bomb" in errors
+
+
+def test_missing_model_is_a_clear_usage_error(tmp_path, capsys):
+    image = tmp_path / "a.png"
+    Image.new("RGB", (10, 10)).save(image)
+    code = main(["parse", str(image), "-o", str(tmp_path / "o"), "--model", str(tmp_path / "nope"), "--quiet"])
+    assert code == 2
+    assert "no such folder" in capsys.readouterr().err
