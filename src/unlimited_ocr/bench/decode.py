@@ -4,10 +4,14 @@ transformers' own ``generate()`` on the same tiny random checkpoint (built on th
     unlimited-ocr bench decode --pages 10 --tokens 8192
     unlimited-ocr bench decode --pages 10 --tokens 8192 --json decode.json
 
+    unlimited-ocr bench decode --pages 10 --tokens 32768 --positions 256,1024,2048,4096,8192,16384,32768 \
+        --engines rswa,full --plot runs/decode.png     # the paper's Table 4 / Fig. 3
+
 Each engine runs in its own process, so its peak RSS is its own. All three decode greedily with the paper's
 no-repeat rule (35-gram, window 1024 for several pages) and never stop early (EOS is suppressed). tok/s at
-position p is measured over the 128 tokens ending at p. An extra short R-SWA run (N/8 tokens) shows whether peak
-memory grows with the output length. The printed ratios come from this one run (these machines are noisy).
+position p is 1 / the median step latency of the 128 steps ending at p (a median, so a burst of load from another
+process does not decide the figure). An extra short R-SWA run (N/8 tokens) shows whether peak memory grows with the
+output length. The printed ratios come from this one run (these machines are noisy).
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", default=None, help="write the rows as JSON to this path")
     parser.add_argument("--checkpoint", default=None, help="use this checkpoint instead of a tiny random one")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--positions", default=None,
+                        help="comma list of output positions to report (default: 256, N/2, N)")
+    parser.add_argument("--plot", default=None, help="write a PNG of step latency and tok/s against position")
 
 
 def positions_for(tokens: int) -> list[int]:
@@ -39,12 +46,26 @@ def positions_for(tokens: int) -> list[int]:
 
 
 def rate_at(step_times: list[float], position: int) -> float:
-    """Tokens/s over the RATE_SPAN tokens ending at 1-based output ``position``."""
+    """Tokens/s at 1-based output ``position``: 1 / median latency of the RATE_SPAN steps ending there."""
+    import statistics
+
     end = min(position, len(step_times)) - 1
     start = max(end - RATE_SPAN, 0)
     if end <= start:
         return float("nan")
-    return (end - start) / (step_times[end] - step_times[start])
+    latencies = [b - a for a, b in zip(step_times[start:end], step_times[start + 1 : end + 1])]
+    return 1.0 / statistics.median(latencies)
+
+
+def latency_series(step_times: list[float], every: int = 64) -> list[list[float]]:
+    """[[position, median step latency in ms over the previous ``every`` steps], ...] for the JSON output."""
+    import statistics
+
+    series = []
+    for end in range(every, len(step_times), every):
+        window = [b - a for a, b in zip(step_times[end - every : end], step_times[end - every + 1 : end + 1])]
+        series.append([end, round(statistics.median(window) * 1000, 4)])
+    return series
 
 
 def _random_pages(count: int, seed: int = 0):
@@ -143,7 +164,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     with tempfile.TemporaryDirectory() as folder:
         checkpoint = args.checkpoint or str(write_random_checkpoint(Path(folder) / "tiny", BENCH_PRESET))
-        positions = positions_for(args.tokens)
+        positions = ([int(p) for p in args.positions.split(",") if p.strip()] if args.positions
+                     else positions_for(args.tokens))
         rows, results = [], {}
         for name in engines:
             print(f"running {name} ({args.tokens} tokens, {args.pages} pages)...", file=sys.stderr, flush=True)
@@ -172,8 +194,15 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     if args.json:
         payload = {"rows": rows, "pages": args.pages, "tokens": args.tokens, "reference_length": reference,
-                   "summary": summary["values"]}
+                   "summary": summary["values"],
+                   "latency_ms": {name: latency_series(result["step_times"]) for name, result in results.items()}}
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+    if args.plot:
+        from .plots import plot_decode
+
+        title = f"decode: {args.pages} pages (L_m = {reference}), {args.tokens} tokens"
+        path = plot_decode({name: result["step_times"] for name, result in results.items()}, args.plot, title)
+        print(f"plot: {path}")
     return 0
 
 

@@ -45,6 +45,10 @@ class RSWALayerCache(CacheLayerMixin):
         capacity = self.parent.capacity
         self.keys = key_states.new_zeros((batch, heads, capacity, key_dim))  # (B, H, S, D)
         self.values = value_states.new_zeros((batch, heads, capacity, value_states.shape[-1]))  # (B, H, S, Dv)
+        if not torch.compiler.is_compiling():
+            # A compiled decode step then writes these buffers in place instead of copying them every step.
+            torch._dynamo.mark_static_address(self.keys)
+            torch._dynamo.mark_static_address(self.values)
         self.is_initialized = True
 
     def grow(self, capacity: int) -> None:

@@ -1,0 +1,30 @@
+import json
+
+from unlimited_ocr.bench.decode import positions_for, rate_at
+from unlimited_ocr.cli import main
+
+
+def test_rate_is_the_median_step_latency():
+    stamps = [0.0]
+    for step in range(300):
+        stamps.append(stamps[-1] + (0.5 if step == 200 else 0.01))  # one stall does not move the median
+    assert abs(rate_at(stamps, 256) - 100.0) < 1e-6
+    assert positions_for(8192) == [256, 4096, 8192]
+
+
+def test_decode_bench_writes_rows_with_the_documented_keys(tmp_path, tiny_checkpoint, capsys):
+    out = tmp_path / "decode.json"
+    plot = tmp_path / "decode.png"
+    code = main(["bench", "decode", "--pages", "2", "--tokens", "300", "--engines", "rswa,full",
+                 "--checkpoint", str(tiny_checkpoint), "--json", str(out), "--plot", str(plot)])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert {(row["engine"], row["position"]) for row in data["rows"]} == {
+        (engine, position) for engine in ("rswa", "full") for position in (150, 256, 300)}
+    for row in data["rows"]:
+        assert set(row) == {"engine", "position", "tok_per_s", "kv_bytes", "peak_rss_mb"}
+        assert row["tok_per_s"] > 0 and row["peak_rss_mb"] > 0
+    kv = {row["engine"]: row["kv_bytes"] for row in data["rows"]}
+    assert kv["full"] > kv["rswa"]  # 300 decode slots and growing vs a ring of n
+    assert plot.stat().st_size > 10_000
+    assert "Ratios (this run)" in capsys.readouterr().out
