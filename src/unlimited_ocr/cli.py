@@ -16,6 +16,7 @@ errors (bad arguments, a model that cannot be loaded).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -43,22 +44,21 @@ def _add_parse(subparsers) -> None:
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--skip-existing", action="store_true", help="skip inputs whose NAME.md and NAME.json exist")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def _output_names(paths: list[Path]) -> dict[Path, str]:
-    """NAME per input: the file stem, or the full file name when two inputs share a stem."""
-    stems: dict[str, int] = {}
-    for path in paths:
-        stems[path.stem] = stems.get(path.stem, 0) + 1
-    return {path: path.stem if stems[path.stem] == 1 else path.name for path in paths}
+    parser.add_argument("--server", default=None, metavar="URL",
+                        help="decode on this OpenAI-compatible server (ours, vLLM, SGLang) instead of loading a model;"
+                             " --model/--device/--attention/--window are then the server's business")
+    parser.add_argument("--served-model", default=None,
+                        help="with --server: the model id to request (default: the first one the server lists)")
 
 
 def run_parse(args: argparse.Namespace) -> int:
-    from .documents import DocumentError, expand_inputs, is_done, load_document, parse_page_ranges, write_outputs
+    from .documents import (DocumentError, expand_inputs, is_done, load_document, output_names,
+                            parse_page_ranges, write_outputs)
     from .engine import DecodeOptions
     from .model.loading import ModelNotFoundError
     from .pipeline import default_max_new_tokens, transcribe_document
     from .progress import ParseProgress
+    from .serve.client import RemoteError
 
     try:
         pages = parse_page_ranges(args.pages)
@@ -77,7 +77,7 @@ def run_parse(args: argparse.Namespace) -> int:
         if not found and Path(item).is_dir():
             print(f"warning: {item}: no PDF or image files inside", file=sys.stderr)
         paths.extend(found)
-    names = _output_names(paths)
+    names = output_names(paths)
     todo = [path for path in paths if not (args.skip_existing and is_done(out_dir, names[path]))]
     skipped = len(paths) - len(todo)
     if skipped:
@@ -85,8 +85,16 @@ def run_parse(args: argparse.Namespace) -> int:
     if not todo:
         return 1 if failures else 0
     try:
-        engine = build_engine(args.model, args.device, args.attention, args.window)
-    except (ModelNotFoundError, ValueError) as error:
+        if args.server:
+            from .serve.client import RemoteOcr
+
+            engine = RemoteOcr(args.server, model=args.served_model)  # has .attention/.window for the progress bar
+            engine.connect()
+            transcribe = engine.transcribe_document
+        else:
+            engine = build_engine(args.model, args.device, args.attention, args.window)
+            transcribe = functools.partial(transcribe_document, engine)
+    except (ModelNotFoundError, ValueError, RemoteError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     with ParseProgress(enabled=not args.quiet, total_inputs=len(todo)) as progress:
@@ -106,7 +114,7 @@ def run_parse(args: argparse.Namespace) -> int:
                                     image_mode=args.image_mode)
             progress.start_document(path.name, len(document.good_pages), engine)
             try:
-                output = transcribe_document(engine, document, options, mode=args.mode, on_token=progress.on_token)
+                output = transcribe(document, options, mode=args.mode, on_token=progress.on_token)
                 write_outputs(out_dir, names[path], output)
             except Exception as error:  # a model failure on one input must not stop the others
                 progress.log(f"error: {path}: OCR failed: {type(error).__name__}: {error}")
@@ -145,6 +153,23 @@ def _add_bench(subparsers) -> None:
     add_decode(bench.add_parser("decode", help="tokens/s vs output position: R-SWA, full attention, transformers"))
     add_long_horizon(bench.add_parser("long-horizon", help="held-out documents of 2..40 pages: one pass vs "
                                       "per-page vs full attention (edit distance, Distinct-n, time, memory)"))
+    from .bench.serve import add_arguments as add_serve_bench
+
+    add_serve_bench(bench.add_parser("serve", help="load test of the HTTP server: latency, tokens/s, server memory"))
+
+
+def _add_serve(subparsers) -> None:
+    from .serve.server import add_arguments
+
+    add_arguments(subparsers.add_parser("serve", help="OpenAI-compatible HTTP server with batched decoding",
+                                        description="POST /v1/chat/completions with page images (official format)."))
+
+
+def _add_batch(subparsers) -> None:
+    from .serve.ray_batch import add_arguments
+
+    add_arguments(subparsers.add_parser("batch", help="transcribe a folder, resumable, optionally on Ray Data",
+                                        description="A folder in, NAME.md + NAME.json out; failures in errors.jsonl."))
 
 
 def _add_eval(subparsers) -> None:
@@ -161,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", required=True)
     _add_parse(subparsers)
+    _add_serve(subparsers)
+    _add_batch(subparsers)
     _add_bench(subparsers)
     _add_eval(subparsers)
     args, rest = parser.parse_known_args(argv)
@@ -172,9 +199,19 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "bench":
         if args.bench_command == "decode":
             from .bench.decode import run as run_bench
+        elif args.bench_command == "serve":
+            from .bench.serve import run as run_bench
         else:
             from .bench.long_horizon import run as run_bench
         code = run_bench(args)
+    elif args.command == "serve":
+        from .serve.server import run as run_serve
+
+        code = run_serve(args)
+    elif args.command == "batch":
+        from .serve.ray_batch import run as run_batch
+
+        code = run_batch(args)
     elif args.command == "eval":
         from .eval.omnidocbench import main as omnidocbench_main
 

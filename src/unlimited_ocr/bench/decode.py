@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from .isolated import run_isolated
 
 RATE_SPAN = 128  # tokens over which tok/s at a position is measured
 
@@ -35,7 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma list of rswa, full, transformers (default: all three)")
     parser.add_argument("--json", default=None, help="write the rows as JSON to this path")
     parser.add_argument("--checkpoint", default=None, help="use this checkpoint instead of a tiny random one")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    # One thread each by default: with OpenMP spin-waiting, 2 threads on 2 busy cores can be 20x slower, which
+    # would make the figures measure the neighbours instead of the engines.
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per engine process (default 1)")
     parser.add_argument("--positions", default=None,
                         help="comma list of output positions to report (default: 256, N/2, N)")
     parser.add_argument("--plot", default=None, help="write a PNG of step latency and tok/s against position")
@@ -144,13 +147,7 @@ def _transformers_generate(engine, input_ids, features, tokens: int, window: int
 
 
 def run_engine(engine_name: str, checkpoint: str, pages: int, tokens: int, threads: int | None) -> dict:
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=_worker, args=(engine_name, checkpoint, pages, tokens, threads, queue))
-    process.start()
-    result = queue.get()
-    process.join()
-    return result
+    return run_isolated(_worker, engine_name, checkpoint, pages, tokens, threads)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import resource
 import shutil
 import subprocess
@@ -22,6 +21,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from .isolated import run_isolated
 
 MODES = ("one-pass", "per-page", "full")
 
@@ -102,13 +103,7 @@ def _worker(mode: str, model: str | None, pages: int, seed: int, tokens_per_page
 
 
 def _run_cell(mode: str, model: str | None, pages: int, seed: int, tokens_per_page: int | None) -> dict:
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=_worker, args=(mode, model, pages, seed, tokens_per_page, queue))
-    process.start()
-    row = queue.get()
-    process.join()
-    return row
+    return run_isolated(_worker, mode, model, pages, seed, tokens_per_page)
 
 
 def tesseract_row(model: str | None, pages: int, seed: int) -> dict | None:

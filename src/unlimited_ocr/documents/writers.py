@@ -73,6 +73,14 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def output_names(paths: list[Path]) -> dict[Path, str]:
+    """NAME per input: the file stem, or the full file name when two inputs share a stem (a.pdf and a.png)."""
+    stems: dict[str, int] = {}
+    for path in paths:
+        stems[path.stem] = stems.get(path.stem, 0) + 1
+    return {path: path.stem if stems[path.stem] == 1 else path.name for path in paths}
+
+
 def output_paths(out_dir: Path, name: str) -> tuple[Path, Path]:
     return out_dir / f"{name}.md", out_dir / f"{name}.json"
 

@@ -23,6 +23,7 @@ per-request history is kept (only counters).
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import threading
@@ -67,7 +68,7 @@ Event = TokenEvent | DoneEvent | ErrorEvent
 class OcrRequest:
     """One document to transcribe. ``sink`` is called from the worker thread; it must not block."""
 
-    pages: list[Image.Image]
+    pages: list[Image.Image | bytes]  # images, or image files' bytes that the worker decodes (see image_loader)
     sink: Callable[[Event], None]
     max_new_tokens: int = 4096
     no_repeat_ngram_size: int | None = 35
@@ -93,13 +94,16 @@ class QueueFull(Exception):
 
 
 class Batcher:
-    def __init__(self, engine: OcrEngine, max_batch: int = 4, max_queue: int = 16, batch_wait: float = 0.005):
+    def __init__(self, engine: OcrEngine, max_batch: int = 4, max_queue: int = 16, batch_wait: float = 0.005,
+                 image_loader: Callable[[bytes], Image.Image] | None = None):
         if max_batch < 1 or max_queue < 1:
             raise ValueError("max_batch and max_queue must be at least 1")
         self.engine = engine
         self.max_batch = max_batch
         self.max_queue = max_queue
         self.batch_wait = batch_wait  # a short pause before taking a batch lets simultaneous arrivals join it
+        # Pages given as bytes are decoded here, batch by batch, so waiting requests hold compressed bytes only.
+        self.image_loader = image_loader or _open_rgb
         self._pending: deque[OcrRequest] = deque()
         self._condition = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -165,10 +169,8 @@ class Batcher:
         """The client went away: drop the request if it is still waiting; a running row just stops reporting."""
         request.cancelled = True
         with self._condition:
-            try:
+            if request in self._pending:
                 self._pending.remove(request)
-            except ValueError:
-                pass
 
     # -- worker ----------------------------------------------------------------------------------------------
     def _take_batch(self) -> list[OcrRequest]:
@@ -208,10 +210,15 @@ class Batcher:
             del batch  # drop pages and sinks before waiting for the next batch
 
     def _prepare(self, request: OcrRequest):
+        """What ``engine.generate`` does per document, a chunk of pages at a time so that only one chunk of
+        pixels is alive at once (the visual features are small)."""
         engine = self.engine
         mode = request.image_mode if len(request.pages) == 1 else "base"  # the engine's rule: gundam is single-page
-        pixels = [engine.preprocess(page, mode) for page in request.pages]
-        features = engine.encode_pages(pixels)
+        features = []
+        for start in range(0, len(request.pages), engine.encode_batch):
+            chunk = request.pages[start : start + engine.encode_batch]
+            images = [self.image_loader(page) if isinstance(page, bytes) else page for page in chunk]
+            features.extend(engine.encode_pages([engine.preprocess(image, mode) for image in images]))
         ids = build_input_ids(engine.loaded.tokenizer, [f.shape[0] for f in features], request.prompt)
         return ids, features
 
@@ -224,7 +231,8 @@ class Batcher:
             try:
                 prepared.append(self._prepare(request))
                 rows.append(request)
-            except ValueError as error:  # e.g. gundam on a checkpoint without tiles, too many positions
+                request.pages = []  # pixels are features now; the bytes need not live until the answer is sent
+            except ValueError as error:  # an undecodable image, gundam on a checkpoint without tiles
                 _deliver(request, ErrorEvent(str(error), status=400))
                 self.failed += 1
         if not rows:
@@ -242,7 +250,7 @@ class Batcher:
                 _deliver(request, TokenEvent(token, page))
 
         results = self.engine.generate_prepared(prepared, options, on_token=route)
-        for request, result in zip(rows, results):
+        for request, result in zip(rows, results, strict=True):
             result = cut_to_budget(self.engine, result, request.max_new_tokens)
             result.step_times = []  # per-step clock of the whole batch: not needed by the server, not kept
             _deliver(request, DoneEvent(result, batch_size=len(rows), queue_seconds=started - request.submitted_at))
@@ -263,6 +271,14 @@ def cut_to_budget(engine: OcrEngine, result: DocumentResult, budget: int) -> Doc
     result.token_ids, result.text, result.stop_reason = tokens, text, "length"
     result.pages = split_pages(text, result.num_pages)
     return result
+
+
+def _open_rgb(raw: bytes) -> Image.Image:
+    try:
+        with Image.open(io.BytesIO(raw)) as source:
+            return source.convert("RGB")
+    except Exception as error:
+        raise ValueError(f"not a readable image ({type(error).__name__}: {error})") from None
 
 
 def _deliver(request: OcrRequest, event: Event) -> None:

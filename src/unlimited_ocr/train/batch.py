@@ -1,0 +1,164 @@
+"""Samples -> token rows: tokenization, labels, sequence packing and the packed R-SWA mask inputs.
+
+One sample (document) becomes ``prompt + target`` tokens: the prompt is exactly what the engine builds at inference
+(``model.prompt.build_input_ids``: BOS, the image positions of every page, "\\n", the instruction) and is the
+reference; the target is the markdown (``<PAGE>`` before every page of a multi-page sample). Labels are the next
+tokens of the target positions and the EOS after the last one; prompt positions carry -100 (no loss), except the
+last one, which predicts the first target token.
+
+Packing puts several samples back to back in one row; ``packed_rswa_mask`` keeps them apart (a token sees its own
+sample only: its reference plus the last n of its own tokens) and position ids restart at 0 for every sample, so a
+packed row computes exactly what the samples would compute alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from PIL import Image
+
+from ..model.preprocess import preprocess_page
+from ..model.prompt import build_input_ids
+
+IGNORE = -100
+
+
+def grid_targets(layouts, queries_per_side: int, slots: int, none_id: int, tokenizer) -> torch.Tensor:
+    """Per visual token, the characters drawn inside its cell: ``(P, q*q, slots)`` ids, left to right.
+
+    A page of W x H pixels is cut into the q x q cells the visual tokens cover (the page is resized to a square
+    before the vision tower, so cells are W/q x H/q page pixels). Each non-space character of every drawn text line
+    goes to the cell holding its centre (x from the font's advance widths, y half an x-height above the baseline).
+    A cell lists up to ``slots - 1`` characters then ``none_id``; slots after that are IGNORE, so the loss covers
+    the characters and one terminator per cell (empty cells: just the terminator).
+    """
+    grids = []
+    for layout in layouts:
+        q = queries_per_side
+        cells: list[list[tuple[float, int]]] = [[] for _ in range(q * q)]
+        for line in layout.lines:
+            font = line.font.load()
+            y = line.baseline - 0.3 * line.font.size
+            row = min(q - 1, max(0, int(y * q / layout.height)))
+            ids = tokenizer(line.text, add_special_tokens=False).input_ids
+            if len(ids) != len(line.text):  # a character outside the vocabulary merged or split: skip the line
+                continue
+            for index, (char, token) in enumerate(zip(line.text, ids)):
+                if char.isspace():
+                    continue
+                x = line.x + (font.getlength(line.text[:index]) + font.getlength(line.text[: index + 1])) / 2
+                column = min(q - 1, max(0, int(x * q / layout.width)))
+                cells[row * q + column].append((x, token))
+        grid = torch.full((q * q, slots), IGNORE, dtype=torch.long)
+        for cell, chars in enumerate(cells):
+            chars = [token for _, token in sorted(chars)][: slots - 1]
+            grid[cell, : len(chars)] = torch.tensor(chars, dtype=torch.long)
+            grid[cell, len(chars)] = none_id
+        grids.append(grid)
+    return torch.stack(grids)
+
+
+@dataclass
+class Example:
+    """One tokenized sample."""
+
+    pixels: list[torch.Tensor]  # (3, S, S) global view per page
+    input_ids: torch.Tensor  # (L,) prompt + target (EOS is never an input)
+    labels: torch.Tensor  # (L,) next token at target positions (and the last prompt position), IGNORE elsewhere
+    reference_length: int  # prompt length: every target token attends to all of it
+    page_texts: list[str]  # per-page ground truth (the CTC targets)
+    target: str
+    grid: torch.Tensor | None = None  # (P, q*q, slots) per-token characters (the "grid" auxiliary loss)
+
+    @property
+    def length(self) -> int:
+        return int(self.input_ids.shape[0])
+
+
+def encode_sample(images: list[Image.Image], target: str, page_texts: list[str], tokenizer, image_size: int,
+                  queries_per_side: int, layouts=None, grid_slots: int = 0) -> Example:
+    pixels = [preprocess_page(image, image_size=image_size, queries_global=queries_per_side) for image in images]
+    prompt = build_input_ids(tokenizer, [page.num_positions for page in pixels])  # (R,)
+    target_ids = tokenizer(target, add_special_tokens=False).input_ids
+    sequence = torch.cat([prompt, torch.tensor(target_ids + [tokenizer.eos_token_id], dtype=torch.long)])
+    input_ids = sequence[:-1]
+    labels = sequence[1:].clone()
+    labels[: prompt.shape[0] - 1] = IGNORE
+    grid = None
+    if layouts is not None and grid_slots > 0:
+        grid = grid_targets(layouts, queries_per_side, grid_slots, tokenizer.pad_token_id, tokenizer)
+    return Example(pixels=[page.global_view for page in pixels], input_ids=input_ids, labels=labels,
+                   reference_length=int(prompt.shape[0]), page_texts=list(page_texts), target=target, grid=grid)
+
+
+@dataclass
+class PackedBatch:
+    """Rows of packed samples. Every tensor is ``(R, T)`` unless noted."""
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+    position_ids: torch.Tensor  # restarts at 0 for each sample
+    sample_ids: torch.Tensor  # index of the sample in the batch (-1 = padding)
+    reference_lengths: torch.Tensor  # prompt length of the token's own sample
+    pixel_values: torch.Tensor  # (P, 3, S, S) every page, in the order their image tokens appear (row-major)
+    page_texts: list[str]  # per page, same order as pixel_values
+    num_samples: int
+    grid: torch.Tensor | None = None  # (P, q*q, slots) per-token characters, same page order
+
+    def to(self, device) -> "PackedBatch":
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        for name, value in fields.items():
+            if isinstance(value, torch.Tensor):
+                fields[name] = value.to(device)
+        return PackedBatch(**fields)
+
+
+def pack_rows(lengths: list[int], pack_length: int) -> list[list[int]]:
+    """Greedy first-fit in order: sample indices per row. ``pack_length <= 0``: one sample per row."""
+    if pack_length <= 0:
+        return [[index] for index in range(len(lengths))]
+    rows: list[list[int]] = []
+    used: list[int] = []
+    for index, length in enumerate(lengths):
+        for row, total in enumerate(used):
+            if total + length <= pack_length:
+                rows[row].append(index)
+                used[row] += length
+                break
+        else:
+            rows.append([index])
+            used.append(length)
+    return rows
+
+
+def collate(examples: list[Example], pack_length: int, pad_token_id: int) -> PackedBatch:
+    rows = pack_rows([example.length for example in examples], pack_length)
+    width = max(sum(examples[i].length for i in row) for row in rows)
+    shape = (len(rows), width)
+    input_ids = torch.full(shape, pad_token_id, dtype=torch.long)
+    labels = torch.full(shape, IGNORE, dtype=torch.long)
+    position_ids = torch.zeros(shape, dtype=torch.long)
+    sample_ids = torch.full(shape, -1, dtype=torch.long)
+    reference_lengths = torch.zeros(shape, dtype=torch.long)
+    pixels: list[torch.Tensor] = []
+    texts: list[str] = []
+    grids: list[torch.Tensor] = []
+    for r, row in enumerate(rows):
+        start = 0
+        for index in row:
+            example = examples[index]
+            span = slice(start, start + example.length)
+            input_ids[r, span] = example.input_ids
+            labels[r, span] = example.labels
+            position_ids[r, span] = torch.arange(example.length)
+            sample_ids[r, span] = index
+            reference_lengths[r, span] = example.reference_length
+            pixels.extend(example.pixels)
+            texts.extend(example.page_texts)
+            if example.grid is not None:
+                grids.append(example.grid)
+            start += example.length
+    return PackedBatch(input_ids=input_ids, labels=labels, position_ids=position_ids, sample_ids=sample_ids,
+                       reference_lengths=reference_lengths, pixel_values=torch.stack(pixels), page_texts=texts,
+                       num_samples=len(examples), grid=torch.cat(grids) if grids else None)

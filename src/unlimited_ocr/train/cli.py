@@ -1,0 +1,150 @@
+"""``unlimited-ocr train``: train a small UnlimitedOcr from scratch on synthetic pages (CPU or GPU, DDP via torchrun).
+
+    unlimited-ocr train --run-dir runs/probe --steps 600 --stop-at 17:00
+    torchrun --nproc_per_node=2 -m unlimited_ocr.train --run-dir runs/ddp --steps 600
+    unlimited-ocr train --run-dir runs/probe --export-only        # export the latest checkpoint
+
+A run folder that already holds a checkpoint is resumed exactly (its config.json wins; only the run-time flags
+--stop-at, --time-budget, --threads, --eval-every, --checkpoint-every and --log-every apply).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+
+from .config import TrainConfig
+
+RUNTIME_FIELDS = ("time_budget_s", "stop_at", "threads", "eval_every_s", "checkpoint_every_s", "log_every")
+
+
+def parse_stop_at(text: str | None) -> float:
+    """'HH:MM' (UTC, today, or tomorrow if already past) or a unix timestamp -> unix time; None -> 0."""
+    if not text:
+        return 0.0
+    if ":" in text:
+        hours, minutes = (int(x) for x in text.split(":"))
+        now = dt.datetime.now(dt.timezone.utc)
+        when = now.replace(hour=hours, minute=minutes, second=0, microsecond=0)
+        if when <= now:
+            when += dt.timedelta(days=1)
+        return when.timestamp()
+    return float(text)
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="unlimited-ocr train", description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--run-dir", required=True, help="run folder (checkpoints, log.jsonl, export/)")
+    add("--steps", type=int, default=None, help="optimizer steps (length of the cosine schedule)")
+    add("--batch-size", type=int, default=None, help="samples per step over all processes")
+    add("--lr", type=float, default=None)
+    add("--warmup", type=int, default=None, help="warmup steps")
+    add("--curriculum", default=None, help="'STEP:LEVEL,...' e.g. '0:1,300:2'")
+    add("--advance-cer", type=float, default=None, help="move one curriculum level up when held-out CER < this")
+    add("--eval-level", type=int, default=None, help="curriculum level of the CER that picks the exported model")
+    add("--eval-samples", type=int, default=None)
+    add("--mix", choices=["single", "multi", "mixed"], default=None)
+    add("--font-size", default=None, help="body font size range in px, e.g. 20,28")
+    add("--no-degrade", action="store_true", help="clean renders (no blur/noise/skew)")
+    add("--attention", choices=["rswa", "full"], default=None, help="'full': the full-attention twin")
+    add("--window", type=int, default=None, help="R-SWA window n")
+    add("--freeze-encoder", action="store_true", help="freeze the vision tower (SAM + CLIP)")
+    add("--aux", choices=["grid", "ctc", "none"], default=None,
+        help="auxiliary loss on the visual tokens (training only): per-cell characters, CTC, or none")
+    add("--aux-weight", type=float, default=None, help="auxiliary loss weight (0 disables the head)")
+    add("--ctc-frames", type=int, default=None)
+    add("--grid-slots", type=int, default=None)
+    add("--pack-length", type=int, default=None, help="packed row length in tokens (0 = no packing)")
+    add("--image-size", type=int, default=None)
+    add("--sam-patch", type=int, default=None)
+    add("--hidden", type=int, default=None, help="decoder hidden size")
+    add("--layers", type=int, default=None, help="decoder layers")
+    add("--threads", type=int, default=None, help="torch threads per process (0 = cpus / processes)")
+    add("--time-budget", type=float, default=None, help="minutes of training for this invocation")
+    add("--stop-at", default=None, help="stop (checkpoint + export) at HH:MM UTC or a unix time")
+    add("--eval-every", type=float, default=None, help="seconds between held-out evals")
+    add("--eval-every-steps", type=int, default=None)
+    add("--checkpoint-every", type=float, default=None, help="seconds between checkpoints")
+    add("--log-every", type=int, default=None, help="steps between loss records in log.jsonl")
+    add("--seed", type=int, default=None)
+    add("--init-from", default=None, help="start from an exported model folder (fine-tuning)")
+    add("--no-resume", action="store_true", help="start over even if the run folder holds a checkpoint")
+    add("--export-only", action="store_true", help="export the latest checkpoint to RUN_DIR/export-last and exit")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    saved = Path(args.run_dir) / "config.json"
+    resuming = not args.no_resume and (Path(args.run_dir) / "checkpoints" / "latest").exists() and saved.exists()
+    config = TrainConfig.load(saved) if resuming else TrainConfig(run_dir=args.run_dir)
+    config.run_dir = args.run_dir
+    runtime = {
+        "time_budget_s": None if args.time_budget is None else args.time_budget * 60,
+        "stop_at": parse_stop_at(args.stop_at) if args.stop_at else None,
+        "threads": args.threads, "eval_every_s": args.eval_every, "checkpoint_every_s": args.checkpoint_every,
+        "log_every": args.log_every,
+    }
+    for name, value in runtime.items():
+        if value is not None:
+            setattr(config, name, value)
+    if resuming:
+        return config
+    simple = {
+        ("steps", None): args.steps, ("batch_size", None): args.batch_size, ("attention", None): args.attention,
+        ("aux", None): args.aux, ("aux_weight", None): args.aux_weight, ("ctc_frames", None): args.ctc_frames,
+        ("grid_slots", None): args.grid_slots,
+        ("pack_length", None): args.pack_length, ("seed", None): args.seed,
+        ("eval_every_steps", None): args.eval_every_steps,
+        ("lr", "optim"): args.lr, ("warmup_steps", "optim"): args.warmup,
+        ("curriculum", "data"): args.curriculum, ("advance_cer", "data"): args.advance_cer,
+        ("eval_level", "data"): args.eval_level, ("eval_samples", "data"): args.eval_samples,
+        ("mix", "data"): args.mix,
+        ("sliding_window", "model"): args.window, ("image_size", "model"): args.image_size,
+        ("sam_patch_size", "model"): args.sam_patch, ("hidden_size", "model"): args.hidden,
+        ("num_layers", "model"): args.layers,
+    }
+    for (name, part), value in simple.items():
+        if value is not None:
+            setattr(getattr(config, part) if part else config, name, value)
+    if args.font_size:
+        low, high = (int(x) for x in args.font_size.split(","))
+        config.data.body_font_size = (low, high)
+    if args.no_degrade:
+        config.data.degrade = False
+    if args.freeze_encoder:
+        config.freeze_encoder = True
+    if config.optim.warmup_steps >= config.steps:
+        config.optim.warmup_steps = max(1, config.steps // 10)
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    from .trainer import Trainer
+
+    config = config_from_args(args)
+    trainer = Trainer(config, resume=not args.no_resume, init_from=args.init_from)
+    try:
+        if args.export_only:
+            if trainer.rank == 0:
+                print(trainer.export(Path(config.run_dir) / "export-last", {"step": trainer.state["step"]}))
+            return 0
+        result = trainer.train()
+        if trainer.rank == 0:
+            print(f"done: step {result['step']}, best held-out CER {result['best_cer']} at step "
+                  f"{result['best_step']}; export: {Path(config.run_dir) / 'export'}", flush=True)
+    finally:
+        trainer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,407 @@
+"""The training loop: AdamW + warmup/cosine, grad clipping, curriculum, held-out CER, checkpoints, exact resume, DDP.
+
+Run folder layout (``TrainConfig.run_dir``)::
+
+    config.json                 the TrainConfig of the run (resume rebuilds the run from it)
+    log.jsonl                   {"kind": "train", step, loss, ce, aux, lr, level, ...} and {"kind": "eval", cer, ...}
+    checkpoints/step-0000420/   model.safetensors, aux.safetensors (CTC head), trainer_state.pt (optimizer,
+                                scheduler, RNG, step, samples seen = data index, curriculum level, best CER)
+    checkpoints/latest          name of the newest complete checkpoint
+    export/                     best model so far by held-out CER: save_pretrained + tokenizer (load_model-able)
+
+Data order is a pure function of the sample counter (sample i of the train split at the current level), so a run
+resumed from a checkpoint sees exactly the batches it would have seen: same next loss.
+
+Multi-process: under ``torchrun`` (WORLD_SIZE > 1) the TrainingModule is wrapped in DDP over gloo; rank r takes
+samples ``counter + r * B/W ... `` of each global batch; rank 0 evaluates, logs, checkpoints and exports, and
+broadcasts every time-based decision so all ranks stop, checkpoint and change level together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from safetensors.torch import load_model as load_safetensors_model
+from safetensors.torch import save_model as save_safetensors_model
+
+from ..data import DataConfig, DegradeConfig, SyntheticDocs, with_curriculum_level
+from ..model.loading import LoadedModel
+from ..model.tokenizer import build_char_tokenizer
+from .batch import Example, collate, encode_sample
+from .config import TrainConfig, parse_curriculum, scheduled_level
+from .modeling import TrainingModule, build_model, queries_per_side
+
+
+def data_config(config: TrainConfig, level: int) -> DataConfig:
+    """The DataConfig of the run at curriculum ``level``."""
+    settings = config.data
+    base = DataConfig()
+    page = dataclasses.replace(base.page, body_font_size=tuple(settings.body_font_size),
+                               lines_per_page=tuple(settings.lines_per_page))
+    base = dataclasses.replace(base, page=page, max_pages=settings.max_pages,
+                               degrade=base.degrade if settings.degrade else DegradeConfig.none())
+    return with_curriculum_level(base, level)
+
+
+def eval_level(config: TrainConfig) -> int:
+    if config.data.eval_level is not None:
+        return config.data.eval_level
+    return max(level for _, level in parse_curriculum(config.data.curriculum))
+
+
+def lr_lambda(optim, steps: int):
+    def factor(step: int) -> float:
+        if step < optim.warmup_steps:
+            return (step + 1) / max(1, optim.warmup_steps)
+        progress = min(1.0, (step - optim.warmup_steps) / max(1, steps - optim.warmup_steps))
+        return optim.min_lr_ratio + (1 - optim.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def character_error_rate(references: list[str], hypotheses: list[str]) -> float:
+    """Corpus CER: total edit distance / total reference characters."""
+    from rapidfuzz.distance import Levenshtein
+
+    edits = sum(Levenshtein.distance(r, h) for r, h in zip(references, hypotheses))
+    return edits / max(1, sum(len(r) for r in references))
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, resume: bool = True, init_from: str | None = None):
+        self.config = config
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        if self.world > 1 and not dist.is_initialized():
+            dist.init_process_group("gloo")
+        threads = config.threads or max(1, (os.cpu_count() or 1) // self.world)
+        torch.set_num_threads(threads)
+        if config.batch_size % self.world:
+            raise ValueError(f"batch size {config.batch_size} is not a multiple of {self.world} processes")
+        self.local_batch = config.batch_size // self.world
+        self.run_dir = Path(config.run_dir)
+        self.tokenizer = build_char_tokenizer()
+        self.model = build_model(config, self.tokenizer)
+        if init_from:  # fine-tune: start from an exported model's weights (same architecture)
+            from transformers import UnlimitedOcrForConditionalGeneration
+
+            source = UnlimitedOcrForConditionalGeneration.from_pretrained(init_from)
+            self.model.load_state_dict(source.state_dict())
+        self.queries = queries_per_side(self.model)
+        self.image_size = int(self.model.config.vision_config.sam_config.image_size)
+        window = None if config.attention == "full" else config.model.sliding_window
+        use_aux = config.aux_weight > 0
+        self.module = TrainingModule(
+            self.model, self.tokenizer, window, config.ctc_frames if use_aux and config.aux == "ctc" else 0,
+            config.grid_slots if use_aux and config.aux == "grid" else 0,
+        )
+        if config.freeze_encoder:
+            for parameter in self.model.model.vision_tower.parameters():
+                parameter.requires_grad_(False)
+        trainable = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
+        decay = [p for n, p in trainable if p.dim() >= 2 and "embed" not in n]
+        no_decay = [p for n, p in trainable if not (p.dim() >= 2 and "embed" not in n)]
+        optim = config.optim
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": optim.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=optim.lr, betas=tuple(optim.betas),
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(optim, config.steps))
+        self.state = {"step": 0, "samples": 0, "level": scheduled_level(config.data.curriculum, 0),
+                      "elapsed_s": 0.0, "best_cer": None, "best_step": None}
+        self._datasets: dict[tuple[str, int], SyntheticDocs] = {}
+        self._heldout: dict[int, list] = {}
+        if self.rank == 0:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            config.save(self.run_dir / "config.json")
+        self._barrier()
+        if resume:
+            self.load_latest()
+        self.ddp = None
+        if self.world > 1:
+            self.ddp = torch.nn.parallel.DistributedDataParallel(self.module)
+
+    # -- plumbing ------------------------------------------------------------------------------------------------
+    def _barrier(self):
+        if self.world > 1:
+            dist.barrier()
+
+    def _broadcast(self, values: list[float]) -> list[float]:
+        if self.world == 1:
+            return values
+        tensor = torch.tensor(values, dtype=torch.float64)
+        dist.broadcast(tensor, 0)
+        return tensor.tolist()
+
+    def log(self, record: dict) -> None:
+        if self.rank != 0:
+            return
+        with open(self.run_dir / "log.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        if record.get("kind") == "eval":
+            print(f"[eval] step {record['step']} t={record['time_s']:.0f}s level {record['level']} "
+                  f"CER {record['cer']:.3f} (eval level {record['eval_level']}: {record['cer_eval_level']:.3f})",
+                  flush=True)
+        else:
+            print(f"step {record['step']} t={record['time_s']:.0f}s loss {record['loss']:.3f} ce {record['ce']:.3f}"
+                  f" aux {record.get('aux', 0):.3f} lr {record['lr']:.2e} level {record['level']}", flush=True)
+
+    def dataset(self, split: str, level: int) -> SyntheticDocs:
+        key = (split, level)
+        if key not in self._datasets:
+            self._datasets[key] = SyntheticDocs(data_config(self.config, level), split=split,
+                                                seed=self.config.data.seed, mix=self.config.data.mix)
+        return self._datasets[key]
+
+    def encode(self, sample) -> Example:
+        slots = self.config.grid_slots if self.module.grid_head is not None else 0
+        return encode_sample(sample.images, sample.target, sample.page_targets, self.tokenizer, self.image_size,
+                             self.queries, layouts=sample.layouts, grid_slots=slots)
+
+    def batch_for(self, samples_start: int, level: int):
+        """This rank's share of the global batch starting at sample ``samples_start``."""
+        dataset = self.dataset("train", level)
+        first = samples_start + self.rank * self.local_batch
+        examples = [self.encode(dataset.generate(first + i)) for i in range(self.local_batch)]
+        return collate(examples, self.config.pack_length, self.tokenizer.pad_token_id)
+
+    # -- one step ------------------------------------------------------------------------------------------------
+    def compute_loss(self, batch) -> tuple[torch.Tensor, dict]:
+        module = self.ddp if self.ddp is not None else self.module
+        out = module(batch)
+        ce = out["ce_sum"] / out["tokens"].clamp(min=1)
+        loss = ce
+        parts = {"ce": ce.item()}
+        if "ctc_sum" in out:
+            ctc = out["ctc_sum"] / out["ctc_chars"]
+            loss = loss + self.config.aux_weight * ctc
+            parts["aux"] = ctc.item()
+        if "grid_sum" in out:
+            grid = out["grid_sum"] / out["grid_count"]
+            loss = loss + self.config.aux_weight * grid
+            parts["aux"] = grid.item()
+        return loss, parts
+
+    def train_step(self) -> dict:
+        """One optimizer step on the next global batch; returns the (rank-averaged) loss parts."""
+        self.module.train()
+        level = self.state["level"]
+        batch = self.batch_for(self.state["samples"], level)
+        loss, parts = self.compute_loss(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.config.optim.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.state["step"] += 1
+        self.state["samples"] += self.config.batch_size
+        parts["loss"] = loss.item()
+        if self.world > 1:
+            keys = sorted(parts)
+            tensor = torch.tensor([parts[k] for k in keys], dtype=torch.float64)
+            dist.all_reduce(tensor)
+            parts = {k: v / self.world for k, v in zip(keys, tensor.tolist())}
+        parts["grad_norm"] = float(grad_norm)
+        parts["lr"] = self.scheduler.get_last_lr()[0]
+        return parts
+
+    # -- eval ----------------------------------------------------------------------------------------------------
+    def loaded_model(self) -> LoadedModel:
+        tokenizer = self.tokenizer
+        page = tokenizer.convert_tokens_to_ids("<PAGE>")
+        return LoadedModel(
+            model=self.model, tokenizer=tokenizer, source=str(self.run_dir), image_size=self.image_size,
+            queries_per_side=self.queries, tile_size=self.image_size, queries_per_tile_side=0,
+            image_token_id=int(self.model.config.image_token_id), page_token_id=page,
+            eos_token_id=int(tokenizer.eos_token_id),
+        )
+
+    def heldout(self, level: int):
+        if level not in self._heldout:
+            dataset = self.dataset("heldout", level)
+            self._heldout[level] = [dataset.generate(i) for i in range(self.config.data.eval_samples)]
+        return self._heldout[level]
+
+    @torch.no_grad()
+    def evaluate(self, level: int, batch_size: int = 16) -> tuple[float, list[tuple[str, str]]]:
+        """Held-out CER at ``level`` with the inference engine (greedy, R-SWA or full as trained)."""
+        from ..engine import DecodeOptions, OcrEngine
+
+        samples = self.heldout(level)
+        was_training = self.model.training
+        self.model.eval()
+        engine = OcrEngine(self.loaded_model())
+        longest = max(len(self.tokenizer(s.target, add_special_tokens=False).input_ids) for s in samples)
+        options = DecodeOptions(max_new_tokens=self.config.max_new_tokens or longest + 32)
+        hypotheses = []
+        for start in range(0, len(samples), batch_size):
+            chunk = samples[start : start + batch_size]
+            results = engine.generate([s.images for s in chunk], options)
+            hypotheses.extend(r.text for r in results)
+        self.model.train(was_training)
+        references = [s.target for s in samples]
+        return character_error_rate(references, hypotheses), list(zip(references, hypotheses))[:3]
+
+    def run_eval(self, elapsed: float) -> None:
+        """Rank 0: held-out CER at the current level and at the selection level; export when it is the best."""
+        level = self.state["level"]
+        target_level = eval_level(self.config)
+        start = time.perf_counter()
+        cer, examples = self.evaluate(level)
+        cer_target = cer if target_level == level else self.evaluate(target_level)[0]
+        record = {"kind": "eval", "step": self.state["step"], "time_s": elapsed, "samples": self.state["samples"],
+                  "level": level, "cer": cer, "eval_level": target_level, "cer_eval_level": cer_target,
+                  "eval_seconds": time.perf_counter() - start, "examples": examples}
+        best = self.state["best_cer"]
+        if best is None or cer_target < best:
+            self.state["best_cer"] = cer_target
+            self.state["best_step"] = self.state["step"]
+            self.export(self.run_dir / "export", {"step": self.state["step"], "cer": cer_target,
+                                                  "eval_level": target_level})
+            record["exported"] = True
+        self.log(record)
+        self.state["last_cer"] = cer
+
+    # -- checkpoints ---------------------------------------------------------------------------------------------
+    def checkpoint_dir(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    def save_checkpoint(self) -> Path | None:
+        if self.rank != 0:
+            self._barrier()
+            return None
+        root = self.checkpoint_dir()
+        root.mkdir(parents=True, exist_ok=True)
+        name = f"step-{self.state['step']:07d}"
+        final = root / name
+        tmp = root / (name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        save_safetensors_model(self.model, str(tmp / "model.safetensors"))
+        heads = {name: head for name, head in (("ctc", self.module.ctc_head), ("grid", self.module.grid_head)) if head}
+        for name, head in heads.items():
+            save_safetensors_model(head, str(tmp / f"aux-{name}.safetensors"))
+        torch.save({
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "state": dict(self.state), "config": self.config.to_dict(),
+            "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
+        }, tmp / "trainer_state.pt")
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        (root / "latest.tmp").write_text(name)
+        os.replace(root / "latest.tmp", root / "latest")
+        existing = sorted(p for p in root.glob("step-*") if not p.name.endswith(".tmp"))
+        for old in existing[: -self.config.keep_checkpoints]:
+            shutil.rmtree(old, ignore_errors=True)
+        self._barrier()
+        return final
+
+    def load_latest(self) -> bool:
+        pointer = self.checkpoint_dir() / "latest"
+        if not pointer.exists():
+            return False
+        self.load_checkpoint(self.checkpoint_dir() / pointer.read_text().strip())
+        return True
+
+    def load_checkpoint(self, folder: Path) -> None:
+        load_safetensors_model(self.model, str(folder / "model.safetensors"))
+        for name, head in (("ctc", self.module.ctc_head), ("grid", self.module.grid_head)):
+            if head is not None and (folder / f"aux-{name}.safetensors").exists():
+                load_safetensors_model(head, str(folder / f"aux-{name}.safetensors"))
+        saved = torch.load(folder / "trainer_state.pt", weights_only=False)
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.scheduler.load_state_dict(saved["scheduler"])
+        self.state.update(saved["state"])
+        torch.set_rng_state(saved["rng"]["torch"])
+        random.setstate(saved["rng"]["python"])
+        np.random.set_state(saved["rng"]["numpy"])
+        if self.rank == 0:
+            print(f"resumed from {folder} (step {self.state['step']}, samples {self.state['samples']}, "
+                  f"level {self.state['level']})", flush=True)
+
+    # -- export --------------------------------------------------------------------------------------------------
+    def export(self, folder: Path, info: dict | None = None) -> Path:
+        """``save_pretrained`` of the plain model + tokenizer (+ training_config.json), replaced atomically."""
+        folder = Path(folder)
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.model.save_pretrained(tmp, safe_serialization=True)
+        self.tokenizer.save_pretrained(tmp)
+        self.config.save(tmp / "training_config.json")
+        (tmp / "export_info.json").write_text(json.dumps({**(info or {}), "time": time.time()}, indent=2))
+        old = folder.with_name(folder.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if folder.exists():
+            os.replace(folder, old)
+        os.replace(tmp, folder)
+        shutil.rmtree(old, ignore_errors=True)
+        return folder
+
+    # -- loop ----------------------------------------------------------------------------------------------------
+    def _level_for_step(self) -> int:
+        if self.config.data.advance_cer is None:
+            return scheduled_level(self.config.data.curriculum, self.state["step"])
+        return self.state["level"]
+
+    def train(self) -> dict:
+        config = self.config
+        start = time.time()
+        base_elapsed = self.state["elapsed_s"]
+        last_eval = last_ckpt = time.time()
+        last_parts: dict = {}
+        while self.state["step"] < config.steps:
+            self.state["level"] = self._level_for_step()
+            parts = self.train_step()
+            last_parts = parts
+            now = time.time()
+            elapsed = base_elapsed + now - start
+            self.state["elapsed_s"] = elapsed
+            step = self.state["step"]
+            if step % config.log_every == 0 or step == 1:
+                self.log({"kind": "train", "step": step, "time_s": elapsed, "samples": self.state["samples"],
+                          "level": self.state["level"], **parts})
+            # Time-based decisions come from rank 0 so every rank acts on the same step.
+            stop = (config.time_budget_s and now - start >= config.time_budget_s) or (
+                config.stop_at and now >= config.stop_at)
+            want_eval = (config.eval_every_steps and step % config.eval_every_steps == 0) or (
+                config.eval_every_s and now - last_eval >= config.eval_every_s)
+            want_ckpt = config.checkpoint_every_s and now - last_ckpt >= config.checkpoint_every_s
+            stop, want_eval, want_ckpt = (bool(x) for x in self._broadcast(
+                [float(bool(stop)), float(bool(want_eval)), float(bool(want_ckpt))]))
+            if want_eval or stop or step >= config.steps:
+                self._eval_and_advance(elapsed)
+                last_eval = time.time()
+            if want_ckpt or stop or step >= config.steps:
+                self.save_checkpoint()
+                last_ckpt = time.time()
+            if stop:
+                break
+        return {**self.state, **last_parts}
+
+    def _eval_and_advance(self, elapsed: float) -> None:
+        if self.rank == 0:
+            self.run_eval(elapsed)
+        advance = self.config.data.advance_cer
+        if advance is not None:
+            level = self.state["level"]
+            if self.rank == 0 and self.state.get("last_cer", 1.0) < advance:
+                level = min(self.config.data.max_level, level + 1)
+            self.state["level"] = int(self._broadcast([float(level)])[0])
+        values = self._broadcast([self.state["best_cer"] if self.state["best_cer"] is not None else -1.0])
+        self.state["best_cer"] = None if values[0] < 0 else values[0]
+        self._barrier()
+
+    def close(self) -> None:
+        if self.world > 1 and dist.is_initialized():
+            dist.destroy_process_group()

@@ -1,0 +1,30 @@
+"""The exported folder is the plain transformers class: load_model reads it and OcrEngine decodes with it."""
+
+import json
+
+from unlimited_ocr.engine import DecodeOptions, OcrEngine
+from unlimited_ocr.model.loading import load_model
+from unlimited_ocr.train.trainer import Trainer
+
+
+def test_export_loads_and_generates(make_config, tmp_path):
+    trainer = Trainer(make_config(), resume=False)
+    trainer.train_step()
+    folder = trainer.export(tmp_path / "export", {"step": 1})
+    assert (folder / "model.safetensors").stat().st_size < 40 * 2**20
+    assert json.loads((folder / "training_config.json").read_text())["model"]["hidden_size"] == 64
+    loaded = load_model(folder)
+    assert type(loaded.model).__name__ == "UnlimitedOcrForConditionalGeneration"
+    assert loaded.trained_attention == "rswa" and loaded.queries_per_side == 4
+    sample = trainer.heldout(1)[0]
+    [result] = OcrEngine(loaded).generate([sample.images], DecodeOptions(max_new_tokens=5))
+    assert len(result.token_ids) <= 5
+
+
+def test_full_attention_twin_export(make_config, tmp_path):
+    trainer = Trainer(make_config(attention="full"), resume=False)
+    assert trainer.module.window is None
+    trainer.train_step()
+    loaded = load_model(trainer.export(tmp_path / "export-full"))
+    assert loaded.trained_attention == "full"
+    assert set(loaded.model.config.text_config.layer_types) == {"full_attention"}
