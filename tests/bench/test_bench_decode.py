@@ -22,7 +22,7 @@ def test_decode_bench_writes_rows_with_the_documented_keys(tmp_path, tiny_checkp
     assert {(row["engine"], row["position"]) for row in data["rows"]} == {
         (engine, position) for engine in ("rswa", "full") for position in (150, 256, 300)}
     for row in data["rows"]:
-        assert set(row) == {"engine", "position", "tok_per_s", "kv_bytes", "peak_rss_mb"}
+        assert {"engine", "position", "tok_per_s", "kv_bytes", "peak_rss_mb"} <= set(row)
         assert row["tok_per_s"] > 0 and row["peak_rss_mb"] > 0
     kv = {row["engine"]: row["kv_bytes"] for row in data["rows"]}
     assert kv["full"] > kv["rswa"]  # 300 decode slots and growing vs a ring of n
