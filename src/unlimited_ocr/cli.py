@@ -1,4 +1,4 @@
-"""The ``unlimited-ocr`` command.
+"""unlimited-ocr: one-pass multi-page document OCR with reference sliding window attention (R-SWA).
 
     unlimited-ocr parse report.pdf -o out/                       # bundled model, all pages in one pass
     unlimited-ocr parse scans/ -o out/ --pages 1-3,7 --skip-existing
@@ -8,6 +8,10 @@
     unlimited-ocr bench decode --pages 10 --tokens 8192 --json decode.json
     unlimited-ocr bench long-horizon --pages 2,5,10,20,40
     unlimited-ocr eval omnidocbench --gt OmniDocBench.json --pred preds/ --out results.json
+    unlimited-ocr serve --port 8000 --max-batch 4
+    unlimited-ocr parse doc.pdf -o out/ --server http://127.0.0.1:8000
+    unlimited-ocr batch scans/ -o out/ --ray
+    unlimited-ocr bench serve --clients 8 --requests 1000
 
 Exit status: 0 when every input was written, 1 when any input failed (the others are still written), 2 for usage
 errors (bad arguments, a model that cannot be loaded).
@@ -178,6 +182,14 @@ def _add_eval(subparsers) -> None:
     # Its own argparse lives in eval/omnidocbench.py; the remaining arguments are handed over unparsed.
     evaluation.add_parser("omnidocbench", help="OmniDocBench v1.5 end-to-end scores of markdown predictions",
                           add_help=False)
+    evaluation.add_parser("synthetic", help="CER / Distinct-n of a model on held-out synthetic documents "
+                          "(one pass vs per page vs full attention)", add_help=False)
+
+
+def _add_train(subparsers) -> None:
+    # Its own argparse lives in train/cli.py (also reachable as `torchrun ... -m unlimited_ocr.train`).
+    subparsers.add_parser("train", help="train a small UnlimitedOcr on synthetic pages (R-SWA, packed sequences)",
+                          add_help=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,8 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     _add_batch(subparsers)
     _add_bench(subparsers)
     _add_eval(subparsers)
+    _add_train(subparsers)
     args, rest = parser.parse_known_args(argv)
-    if rest and args.command != "eval":
+    if rest and args.command not in ("eval", "train"):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     start = time.perf_counter()
     if args.command == "parse":
@@ -213,9 +226,15 @@ def main(argv: list[str] | None = None) -> int:
 
         code = run_batch(args)
     elif args.command == "eval":
-        from .eval.omnidocbench import main as omnidocbench_main
+        if args.eval_command == "omnidocbench":
+            from .eval.omnidocbench import main as eval_main
+        else:
+            from .eval.synthetic import main as eval_main
+        code = eval_main(rest)
+    elif args.command == "train":
+        from .train.cli import main as train_main
 
-        code = omnidocbench_main(rest)
+        code = train_main(rest)
     else:  # pragma: no cover - argparse enforces the choices
         parser.error(f"unknown command {args.command}")
     if os.environ.get("UOCR_TIMING"):
