@@ -5,7 +5,7 @@ one-pass R-SWA, the per-page loop and full attention; edit distance, Distinct-20
     unlimited-ocr bench long-horizon --pages 2,5 --modes one-pass,per-page --out runs/long --model path/to/ckpt
 
 Documents come from the data engine's held-out split (words never seen in training), rendered with the page
-settings the checkpoint was trained on (``data_config.json`` beside the weights when present). Each (mode, pages)
+settings the checkpoint was trained on (``training_config.json`` beside the weights when present). Each (mode, pages)
 cell runs in its own process so its peak RSS is its own. When ``tesseract`` is installed it is scored on the same
 pages as a peer baseline. Writes ``long_horizon.md``, ``long_horizon.json`` and ``long_horizon.png`` under --out.
 """
@@ -39,14 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_data_config(model_folder: str | None):
-    """The checkpoint's training page settings, or the data engine defaults."""
-    from ..data import DataConfig
+    """The page settings the checkpoint was trained on (its ``training_config.json``), else the engine defaults."""
+    from ..eval.synthetic import data_config_for
     from ..model.loading import resolve_model_path
 
-    path = Path(resolve_model_path(model_folder)) / "data_config.json"
-    if path.exists() and hasattr(DataConfig, "from_dict"):
-        return DataConfig.from_dict(json.loads(path.read_text()))
-    return DataConfig()
+    config, _ = data_config_for(resolve_model_path(model_folder), None)
+    return config
 
 
 def heldout_document(config, pages: int, seed: int):
