@@ -29,6 +29,7 @@ def tiny_config(run_dir: Path, **overrides) -> TrainConfig:
 @pytest.fixture
 def make_config(tmp_path):
     def make(**overrides):
-        return tiny_config(tmp_path / "run", **overrides)
+        run_dir = overrides.pop("run_dir", tmp_path / "run")
+        return tiny_config(Path(run_dir), **overrides)
 
     return make

@@ -16,7 +16,7 @@ def test_torchrun_two_processes(tmp_path):
         pytest.skip("torchrun not found")
     run_dir = tmp_path / "ddp"
     command = [
-        torchrun, "--nproc_per_node=2", "--master_port=0", "-m", "unlimited_ocr.train", "--run-dir", str(run_dir),
+        torchrun, "--standalone", "--nproc_per_node=2", "-m", "unlimited_ocr.train", "--run-dir", str(run_dir),
         "--steps", "3", "--batch-size", "4", "--warmup", "1", "--curriculum", "0:1", "--eval-samples", "2",
         "--hidden", "64", "--layers", "2", "--sam-patch", "16", "--window", "8", "--threads", "1",
         "--ctc-frames", "4", "--eval-every", "0", "--checkpoint-every", "0", "--log-every", "1",

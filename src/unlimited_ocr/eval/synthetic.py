@@ -162,7 +162,9 @@ def run_mode(engine, documents: list[Document], mode: str, tokens_per_page: int)
     start = time.perf_counter()
     with PeakMemory(engine.loaded.device) as memory:
         for document in documents:
-            options = DecodeOptions(max_new_tokens=tokens_per_page * len(document.pages))
+            # The same budget per page in every mode: one-pass gets it for all its pages at once.
+            pages_per_decode = 1 if mode == "per-page" else len(document.pages)
+            options = DecodeOptions(max_new_tokens=tokens_per_page * pages_per_decode)
             result = engine.parse(document.pages, options, mode="per-page" if mode == "per-page" else "one-pass")
             pages = result.pages if len(document.pages) > 1 or mode == "per-page" else [result.text]
             outputs.append((result.text, pages))

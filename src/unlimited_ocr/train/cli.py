@@ -45,6 +45,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--warmup", type=int, default=None, help="warmup steps")
     add("--curriculum", default=None, help="'STEP:LEVEL,...' e.g. '0:1,300:2'")
     add("--advance-cer", type=float, default=None, help="move one curriculum level up when held-out CER < this")
+    add("--max-level", type=int, default=None, help="highest level --advance-cer may reach")
     add("--eval-level", type=int, default=None, help="curriculum level of the CER that picks the exported model")
     add("--eval-samples", type=int, default=None)
     add("--mix", choices=["single", "multi", "mixed"], default=None)
@@ -101,7 +102,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         ("eval_every_steps", None): args.eval_every_steps,
         ("lr", "optim"): args.lr, ("warmup_steps", "optim"): args.warmup,
         ("curriculum", "data"): args.curriculum, ("advance_cer", "data"): args.advance_cer,
-        ("eval_level", "data"): args.eval_level, ("eval_samples", "data"): args.eval_samples,
+        ("eval_level", "data"): args.eval_level, ("max_level", "data"): args.max_level, ("eval_samples", "data"): args.eval_samples,
         ("mix", "data"): args.mix,
         ("sliding_window", "model"): args.window, ("image_size", "model"): args.image_size,
         ("sam_patch_size", "model"): args.sam_patch, ("hidden_size", "model"): args.hidden,

@@ -152,9 +152,10 @@ def parse_curriculum(schedule: str) -> list[tuple[int, int]]:
             continue
         step, level = part.split(":")
         pairs.append((int(step), int(level)))
-    if not pairs or pairs[0][0] != 0:
+    pairs.sort()
+    if not pairs or pairs[0][0] != 0:  # before the first entry: its level (or the full page if empty)
         pairs.insert(0, (0, pairs[0][1] if pairs else 5))
-    return sorted(pairs)
+    return pairs
 
 
 def scheduled_level(schedule: str, step: int) -> int:

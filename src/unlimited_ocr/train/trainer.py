@@ -289,9 +289,9 @@ class Trainer:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         save_safetensors_model(self.model, str(tmp / "model.safetensors"))
-        heads = {name: head for name, head in (("ctc", self.module.ctc_head), ("grid", self.module.grid_head)) if head}
-        for name, head in heads.items():
-            save_safetensors_model(head, str(tmp / f"aux-{name}.safetensors"))
+        for kind, head in (("ctc", self.module.ctc_head), ("grid", self.module.grid_head)):
+            if head is not None:
+                save_safetensors_model(head, str(tmp / f"aux-{kind}.safetensors"))
         torch.save({
             "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
             "state": dict(self.state), "config": self.config.to_dict(),
@@ -316,9 +316,9 @@ class Trainer:
 
     def load_checkpoint(self, folder: Path) -> None:
         load_safetensors_model(self.model, str(folder / "model.safetensors"))
-        for name, head in (("ctc", self.module.ctc_head), ("grid", self.module.grid_head)):
-            if head is not None and (folder / f"aux-{name}.safetensors").exists():
-                load_safetensors_model(head, str(folder / f"aux-{name}.safetensors"))
+        for kind, head in (("ctc", self.module.ctc_head), ("grid", self.module.grid_head)):
+            if head is not None and (folder / f"aux-{kind}.safetensors").exists():
+                load_safetensors_model(head, str(folder / f"aux-{kind}.safetensors"))
         saved = torch.load(folder / "trainer_state.pt", weights_only=False)
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
@@ -350,9 +350,11 @@ class Trainer:
 
     # -- loop ----------------------------------------------------------------------------------------------------
     def _level_for_step(self) -> int:
+        """The schedule's level; with --advance-cer the schedule is a floor that CER-driven advances can pass."""
+        scheduled = scheduled_level(self.config.data.curriculum, self.state["step"])
         if self.config.data.advance_cer is None:
-            return scheduled_level(self.config.data.curriculum, self.state["step"])
-        return self.state["level"]
+            return scheduled
+        return max(scheduled, self.state["level"])
 
     def train(self) -> dict:
         config = self.config

@@ -1,0 +1,30 @@
+"""Config round trip and the curriculum rules."""
+
+from unlimited_ocr.train.config import TrainConfig, parse_curriculum, scheduled_level
+from unlimited_ocr.train.trainer import Trainer
+
+
+def test_config_json_round_trip(tmp_path):
+    config = TrainConfig(run_dir=str(tmp_path))
+    config.data.body_font_size = (18, 30)
+    config.save(tmp_path / "c.json")
+    loaded = TrainConfig.load(tmp_path / "c.json")
+    assert loaded == config and loaded.data.body_font_size == (18, 30)
+
+
+def test_curriculum_schedule():
+    assert parse_curriculum("300:2,0:1") == [(0, 1), (300, 2)]
+    assert [scheduled_level("0:1,300:2", s) for s in (0, 299, 300, 5000)] == [1, 1, 2, 2]
+
+
+def test_advance_cer_uses_schedule_as_floor(make_config):
+    trainer = Trainer(make_config(), resume=False)
+    trainer.config.data.curriculum = "0:0,10:2"
+    trainer.config.data.advance_cer = 0.3
+    trainer.state.update(step=0, level=1)  # advanced past the schedule by CER
+    assert trainer._level_for_step() == 1
+    trainer.state["step"] = 10
+    assert trainer._level_for_step() == 2
+    trainer.config.data.advance_cer = None
+    trainer.state.update(step=0, level=1)
+    assert trainer._level_for_step() == 0
