@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +23,16 @@ def test_torchrun_two_processes(tmp_path):
         "--ctc-frames", "4", "--eval-every", "0", "--checkpoint-every", "0", "--log-every", "1",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=150, env=env)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # Own process group: on a timeout the workers die with torchrun instead of lingering after the test.
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail("torchrun did not finish in 240 s:\n" + stdout[-3000:] + stderr[-3000:])
+    assert process.returncode == 0, stdout[-3000:] + stderr[-3000:]
     records = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
     train = [r for r in records if r["kind"] == "train"]
     assert [r["step"] for r in train] == [1, 2, 3]

@@ -1,0 +1,33 @@
+"""The bundled checkpoint: shipped inside the package, loaded offline, the default of `parse`."""
+
+import json
+
+import pytest
+
+from tests.conftest import random_pages
+from unlimited_ocr.cli import main
+from unlimited_ocr.model.loading import BUNDLED_DIR, bundled_checkpoint, load_model
+
+
+def test_bundled_checkpoint_is_small_safetensors_of_the_official_class():
+    if bundled_checkpoint() is None:
+        pytest.skip("no bundled checkpoint in this tree")
+    config = json.loads((BUNDLED_DIR / "config.json").read_text())
+    assert config["architectures"] == ["UnlimitedOcrForConditionalGeneration"]
+    assert (BUNDLED_DIR / "model.safetensors").stat().st_size < 40 * 1024 * 1024
+    assert not list(BUNDLED_DIR.glob("*.bin")) and not list(BUNDLED_DIR.glob("*.py"))  # no pickles, no code
+    loaded = load_model(None)
+    assert loaded.source == str(BUNDLED_DIR) and loaded.trained_attention == "rswa"
+
+
+def test_parse_without_model_uses_the_bundled_checkpoint_offline(tmp_path, monkeypatch):
+    if bundled_checkpoint() is None:
+        pytest.skip("no bundled checkpoint in this tree")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    image = tmp_path / "page.png"
+    random_pages(1, seed=21, size=(256, 256))[0].save(image)
+    code = main(["parse", str(image), "-o", str(tmp_path / "out"), "--max-new-tokens", "8", "--quiet",
+                 "--device", "cpu"])
+    data = json.loads((tmp_path / "out" / "page.json").read_text())
+    assert code == 0 and data["model"] == str(BUNDLED_DIR)
+    assert data["reference_length"] == 73 + 1 + len("\ndocument parsing.")  # 8x8 visual tokens, BOS, prompt
