@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -160,6 +161,19 @@ class OcrEngine:
         return cache, self.model.lm_head(hidden).float()  # (B, V)
 
     # -- decode ----------------------------------------------------------------------------------------------
+    @contextmanager
+    def decode_kernels(self):
+        """Single-token steps use transformers' ``batched_mm`` MoE kernel (gathers the chosen experts' weights per
+        token: one bmm instead of a Python loop over experts, ~15% faster per step on CPU). The prefill keeps the
+        checkpoint's kernel: gathering weights for thousands of prompt tokens would cost gigabytes."""
+        config = self.language_model.config
+        previous = getattr(config, "_experts_implementation", None)
+        config._experts_implementation = "batched_mm"
+        try:
+            yield
+        finally:
+            config._experts_implementation = previous
+
     @torch.no_grad()
     def decode_step(self, cache: RSWACache, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """One token per row: ``tokens``/``positions`` ``(B, 1)`` -> next-token logits ``(B, V)``."""
@@ -228,37 +242,38 @@ class OcrEngine:
         step_times: list[float] = []
         positions = torch.tensor(lengths, device=device).view(batch, 1)  # (B, 1) position of the next token
         decode_start = time.perf_counter()
-        for step in range(options.max_new_tokens):
-            if step:
-                logits = self.decode_step(cache, next_tokens, positions)
-                positions = positions + 1
-            for row in range(batch):
-                if guards[row] is not None:
-                    banned = guards[row].banned()
-                    if banned:
-                        logits[row, banned] = float("-inf")
-            if options.ignore_eos:
-                logits[:, loaded.eos_token_id] = float("-inf")
-            chosen = logits.argmax(dim=-1)  # (B,)
-            chosen_list = chosen.tolist()
-            for row, token in enumerate(chosen_list):
-                if not running[row]:
-                    continue
-                if guards[row] is not None:
-                    guards[row].push(token)
-                if token == loaded.eos_token_id:
-                    running[row] = False
-                    stop[row] = "eos"
-                    continue
-                outputs[row].append(token)
-                if token == loaded.page_token_id:
-                    pages_seen[row] += 1
-                if on_token is not None:
-                    on_token(row, token, max(pages_seen[row], 1))
-            step_times.append(time.perf_counter())
-            if not any(running):
-                break
-            next_tokens = chosen.view(batch, 1)
+        with self.decode_kernels():
+            for step in range(options.max_new_tokens):
+                if step:
+                    logits = self.decode_step(cache, next_tokens, positions)
+                    positions = positions + 1
+                for row in range(batch):
+                    if guards[row] is not None:
+                        banned = guards[row].banned()
+                        if banned:
+                            logits[row, banned] = float("-inf")
+                if options.ignore_eos:
+                    logits[:, loaded.eos_token_id] = float("-inf")
+                chosen = logits.argmax(dim=-1)  # (B,)
+                chosen_list = chosen.tolist()
+                for row, token in enumerate(chosen_list):
+                    if not running[row]:
+                        continue
+                    if guards[row] is not None:
+                        guards[row].push(token)
+                    if token == loaded.eos_token_id:
+                        running[row] = False
+                        stop[row] = "eos"
+                        continue
+                    outputs[row].append(token)
+                    if token == loaded.page_token_id:
+                        pages_seen[row] += 1
+                    if on_token is not None:
+                        on_token(row, token, max(pages_seen[row], 1))
+                step_times.append(time.perf_counter())
+                if not any(running):
+                    break
+                next_tokens = chosen.view(batch, 1)
         decode_seconds = time.perf_counter() - decode_start
         kv_bytes = cache.nbytes()
         entries = cache.entries().tolist()
