@@ -127,3 +127,17 @@ def test_per_page_mode_runs_one_decode_per_page(rswa_model):
     assert result.text.count("<PAGE>") == 2
     single = engine.generate([[pages[1]]], DecodeOptions(max_new_tokens=10, ignore_eos=True))[0]
     assert result.pages[1] == single.text
+
+
+def test_compiled_decode_step_emits_the_same_tokens(rswa_model):
+    """``--compile``: the torch.compile'd step over the static cache (one graph for every step, ring wrap included)
+    emits exactly the eager engine's tokens."""
+    window = rswa_model.window
+    options = DecodeOptions(max_new_tokens=3 * window + 13, ignore_eos=True)
+    documents = [random_pages(2, seed=5)]
+    eager = OcrEngine(rswa_model).generate(documents, options)[0]
+    compiled_engine = OcrEngine(rswa_model, compile=True)
+    compiled = compiled_engine.generate(documents, options)[0]
+    assert compiled.token_ids == eager.token_ids
+    assert compiled.kv_entries == eager.reference_length + window
+    assert compiled_engine._step_forward is not compiled_engine._forward_one  # the compiled path really ran

@@ -68,6 +68,11 @@ class DocumentResult:
     decode_seconds: float = 0.0
     step_times: list[float] = field(default_factory=list, repr=False)  # wall clock at each decode step
 
+    @property
+    def first_step_seconds(self) -> float | None:
+        """Latency of the first decode forward (step 0 reuses the prefill logits); includes a torch.compile."""
+        return self.step_times[1] - self.step_times[0] if len(self.step_times) > 1 else None
+
 
 class OcrEngine:
     """Prefill + static-cache decode over a loaded UnlimitedOcr checkpoint."""

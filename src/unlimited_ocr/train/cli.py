@@ -51,6 +51,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--mix", choices=["single", "multi", "mixed"], default=None)
     add("--font-size", default=None, help="body font size range in px, e.g. 20,28")
     add("--no-degrade", action="store_true", help="clean renders (no blur/noise/skew)")
+    add("--fonts", default=None, help="font families of the pages, e.g. 'mono' or 'sans,serif' (default: all)")
+    add("--line-spacing", default=None, help="baseline pitch range as a multiple of the font height, e.g. 1.0,1.0")
+    add("--margin", default=None, help="page margin range as a fraction of the page side, e.g. 0,0.03")
+    add("--italic", type=float, default=None, help="probability of an italic paragraph")
     add("--attention", choices=["rswa", "full"], default=None, help="'full': the full-attention twin")
     add("--window", type=int, default=None, help="R-SWA window n")
     add("--freeze-encoder", action="store_true", help="freeze the vision tower (SAM + CLIP)")
@@ -116,6 +120,16 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         config.data.body_font_size = (low, high)
     if args.no_degrade:
         config.data.degrade = False
+    if args.fonts:
+        config.data.font_families = tuple(name.strip() for name in args.fonts.split(","))
+    if args.line_spacing:
+        low, high = (float(x) for x in args.line_spacing.split(","))
+        config.data.line_spacing = (low, high)
+    if args.margin:
+        low, high = (float(x) for x in args.margin.split(","))
+        config.data.margin = (low, high)
+    if args.italic is not None:
+        config.data.italic_probability = args.italic
     if args.freeze_encoder:
         config.freeze_encoder = True
     if config.optim.warmup_steps >= config.steps:

@@ -62,6 +62,13 @@ class DataSettings:
     # 32 px token row, which an 8x8-token page can hold and a CTC head can read row by row.
     body_font_size: tuple[int, int] = (20, 28)
     lines_per_page: tuple[int, int] = (1, 12)  # the ceiling the curriculum levels narrow
+    # Typography of the training pages (None = the data engine's defaults: every family, 1.0-1.35 spacing, 3-10%
+    # margins, 10% italic paragraphs). A narrower style makes a tiny model read far sooner: "mono" at 27 px is 16 px
+    # per glyph and ~32 px per line, i.e. two glyphs per visual token and one text line per token row.
+    font_families: tuple[str, ...] | None = None
+    line_spacing: tuple[float, float] | None = None
+    margin: tuple[float, float] | None = None  # fraction of the page side
+    italic_probability: float | None = None  # per paragraph
     seed: int = 0  # data seed: sample i of the train split is a pure function of (config, seed, i)
     eval_samples: int = 32  # held-out pages per periodic eval
     # Level of the held-out set that picks the best checkpoint (CER at this level decides what is exported).

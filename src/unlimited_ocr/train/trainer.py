@@ -48,6 +48,10 @@ def data_config(config: TrainConfig, level: int) -> DataConfig:
     base = DataConfig()
     page = dataclasses.replace(base.page, body_font_size=tuple(settings.body_font_size),
                                lines_per_page=tuple(settings.lines_per_page))
+    typography = {"font_families": settings.font_families, "line_spacing": settings.line_spacing,
+                  "margin": settings.margin, "italic_paragraph_probability": settings.italic_probability}
+    page = dataclasses.replace(page, **{k: tuple(v) if isinstance(v, list) else v
+                                        for k, v in typography.items() if v is not None})
     base = dataclasses.replace(base, page=page, max_pages=settings.max_pages,
                                degrade=base.degrade if settings.degrade else DegradeConfig.none())
     return with_curriculum_level(base, level)
