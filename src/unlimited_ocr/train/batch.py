@@ -20,36 +20,48 @@ from PIL import Image
 
 from ..model.preprocess import preprocess_page
 from ..model.prompt import build_input_ids
+from ..model.tokenizer import IMAGE
 
 IGNORE = -100
+
+
+def drawn_characters(layout, queries_per_side: int, tokenizer) -> list[tuple[int, int, float]]:
+    """Every non-space character drawn on a page, in reading order: ``(token id, cell, x)``.
+
+    The cell is the visual token (row-major over the ``q x q`` grid) holding the character's centre: x from the font's
+    advance widths, y half an x-height above the baseline (the page is resized to a square before the vision tower,
+    so cells are W/q x H/q page pixels). Lines whose characters do not map one-to-one onto tokens are skipped.
+    """
+    q = queries_per_side
+    drawn = []
+    for line in layout.lines:
+        font = line.font.load()
+        y = line.baseline - 0.3 * line.font.size
+        row = min(q - 1, max(0, int(y * q / layout.height)))
+        ids = tokenizer(line.text, add_special_tokens=False).input_ids
+        if len(ids) != len(line.text):  # a character outside the vocabulary merged or split: skip the line
+            continue
+        for index, (char, token) in enumerate(zip(line.text, ids)):
+            if char.isspace():
+                continue
+            x = line.x + (font.getlength(line.text[:index]) + font.getlength(line.text[: index + 1])) / 2
+            column = min(q - 1, max(0, int(x * q / layout.width)))
+            drawn.append((token, row * q + column, x))
+    return drawn
 
 
 def grid_targets(layouts, queries_per_side: int, slots: int, none_id: int, tokenizer) -> torch.Tensor:
     """Per visual token, the characters drawn inside its cell: ``(P, q*q, slots)`` ids, left to right.
 
-    A page of W x H pixels is cut into the q x q cells the visual tokens cover (the page is resized to a square
-    before the vision tower, so cells are W/q x H/q page pixels). Each non-space character of every drawn text line
-    goes to the cell holding its centre (x from the font's advance widths, y half an x-height above the baseline).
     A cell lists up to ``slots - 1`` characters then ``none_id``; slots after that are IGNORE, so the loss covers
     the characters and one terminator per cell (empty cells: just the terminator).
     """
     grids = []
+    q = queries_per_side
     for layout in layouts:
-        q = queries_per_side
         cells: list[list[tuple[float, int]]] = [[] for _ in range(q * q)]
-        for line in layout.lines:
-            font = line.font.load()
-            y = line.baseline - 0.3 * line.font.size
-            row = min(q - 1, max(0, int(y * q / layout.height)))
-            ids = tokenizer(line.text, add_special_tokens=False).input_ids
-            if len(ids) != len(line.text):  # a character outside the vocabulary merged or split: skip the line
-                continue
-            for index, (char, token) in enumerate(zip(line.text, ids)):
-                if char.isspace():
-                    continue
-                x = line.x + (font.getlength(line.text[:index]) + font.getlength(line.text[: index + 1])) / 2
-                column = min(q - 1, max(0, int(x * q / layout.width)))
-                cells[row * q + column].append((x, token))
+        for token, cell, x in drawn_characters(layout, q, tokenizer):
+            cells[cell].append((x, token))
         grid = torch.full((q * q, slots), IGNORE, dtype=torch.long)
         for cell, chars in enumerate(cells):
             chars = [token for _, token in sorted(chars)][: slots - 1]
@@ -57,6 +69,26 @@ def grid_targets(layouts, queries_per_side: int, slots: int, none_id: int, token
             grid[cell, len(chars)] = none_id
         grids.append(grid)
     return torch.stack(grids)
+
+
+def attention_targets(layouts, target_ids: list[int], queries_per_side: int, tokenizer) -> list[int]:
+    """For each target token, the cell (over all pages: ``page * q*q + cell``) it was read from, or IGNORE.
+
+    Greedy in-order matching of the target's tokens against the characters drawn on the pages: a target token equal
+    to the next drawn character takes its cell; anything else (spaces, ``<PAGE>``, markdown syntax such as ``#``)
+    gets IGNORE and does not advance. The "guided attention" loss uses it to teach one head where to look.
+    """
+    q = queries_per_side
+    drawn = [(token, page * q * q + cell) for page, layout in enumerate(layouts)
+             for token, cell, _ in drawn_characters(layout, q, tokenizer)]
+    targets, next_drawn = [], 0
+    for token in target_ids:
+        if next_drawn < len(drawn) and token == drawn[next_drawn][0]:
+            targets.append(drawn[next_drawn][1])
+            next_drawn += 1
+        else:
+            targets.append(IGNORE)
+    return targets
 
 
 @dataclass
@@ -70,6 +102,8 @@ class Example:
     page_texts: list[str]  # per-page ground truth (the CTC targets)
     target: str
     grid: torch.Tensor | None = None  # (P, q*q, slots) per-token characters (the "grid" auxiliary loss)
+    # (L,) for each position, the sequence index of the visual token its label was drawn in (IGNORE: none).
+    attend: torch.Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -77,7 +111,7 @@ class Example:
 
 
 def encode_sample(images: list[Image.Image], target: str, page_texts: list[str], tokenizer, image_size: int,
-                  queries_per_side: int, layouts=None, grid_slots: int = 0) -> Example:
+                  queries_per_side: int, layouts=None, grid_slots: int = 0, guide: bool = False) -> Example:
     pixels = [preprocess_page(image, image_size=image_size, queries_global=queries_per_side) for image in images]
     prompt = build_input_ids(tokenizer, [page.num_positions for page in pixels])  # (R,)
     target_ids = tokenizer(target, add_special_tokens=False).input_ids
@@ -88,8 +122,24 @@ def encode_sample(images: list[Image.Image], target: str, page_texts: list[str],
     grid = None
     if layouts is not None and grid_slots > 0:
         grid = grid_targets(layouts, queries_per_side, grid_slots, tokenizer.pad_token_id, tokenizer)
+    attend = None
+    if layouts is not None and guide:
+        # Sequence index of each page's visual token (r, c): the image positions in order, q+1 per row (a newline
+        # closes each row) and one view separator per page.
+        image_positions = (prompt == tokenizer.convert_tokens_to_ids(IMAGE)).nonzero().flatten()
+        q = queries_per_side
+        per_page = q * (q + 1) + 1
+        cells = attention_targets(layouts, target_ids, q, tokenizer)
+        attend = torch.full((input_ids.shape[0],), IGNORE, dtype=torch.long)
+        first = prompt.shape[0] - 1  # this position's label is the first target token
+        for index, cell in enumerate(cells):
+            if cell != IGNORE:
+                page, within = divmod(cell, q * q)
+                row, column = divmod(within, q)
+                attend[first + index] = image_positions[page * per_page + row * (q + 1) + column]
     return Example(pixels=[page.global_view for page in pixels], input_ids=input_ids, labels=labels,
-                   reference_length=int(prompt.shape[0]), page_texts=list(page_texts), target=target, grid=grid)
+                   reference_length=int(prompt.shape[0]), page_texts=list(page_texts), target=target, grid=grid,
+                   attend=attend)
 
 
 @dataclass
@@ -105,6 +155,7 @@ class PackedBatch:
     page_texts: list[str]  # per page, same order as pixel_values
     num_samples: int
     grid: torch.Tensor | None = None  # (P, q*q, slots) per-token characters, same page order
+    attend: torch.Tensor | None = None  # (R, T) row index of the visual token each label was drawn in, or IGNORE
 
     def to(self, device) -> "PackedBatch":
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -144,6 +195,7 @@ def collate(examples: list[Example], pack_length: int, pad_token_id: int) -> Pac
     pixels: list[torch.Tensor] = []
     texts: list[str] = []
     grids: list[torch.Tensor] = []
+    attend = torch.full(shape, IGNORE, dtype=torch.long) if all(e.attend is not None for e in examples) else None
     for r, row in enumerate(rows):
         start = 0
         for index in row:
@@ -158,7 +210,11 @@ def collate(examples: list[Example], pack_length: int, pad_token_id: int) -> Pac
             texts.extend(example.page_texts)
             if example.grid is not None:
                 grids.append(example.grid)
+            if attend is not None:
+                shifted = example.attend.clone()
+                shifted[shifted != IGNORE] += start  # key index within the packed row
+                attend[r, span] = shifted
             start += example.length
     return PackedBatch(input_ids=input_ids, labels=labels, position_ids=position_ids, sample_ids=sample_ids,
                        reference_lengths=reference_lengths, pixel_values=torch.stack(pixels), page_texts=texts,
-                       num_samples=len(examples), grid=torch.cat(grids) if grids else None)
+                       num_samples=len(examples), grid=torch.cat(grids) if grids else None, attend=attend)

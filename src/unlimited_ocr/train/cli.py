@@ -61,6 +61,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--aux", choices=["grid", "ctc", "none"], default=None,
         help="auxiliary loss on the visual tokens (training only): per-cell characters, CTC, or none")
     add("--aux-weight", type=float, default=None, help="auxiliary loss weight (0 disables the head)")
+    add("--guide-weight", type=float, default=None,
+        help="guided-attention loss weight (one head per layer attends to the cell being read; 0 = off)")
     add("--ctc-frames", type=int, default=None)
     add("--grid-slots", type=int, default=None)
     add("--pack-length", type=int, default=None, help="packed row length in tokens (0 = no packing)")
@@ -101,7 +103,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     simple = {
         ("steps", None): args.steps, ("batch_size", None): args.batch_size, ("attention", None): args.attention,
         ("aux", None): args.aux, ("aux_weight", None): args.aux_weight, ("ctc_frames", None): args.ctc_frames,
-        ("grid_slots", None): args.grid_slots,
+        ("grid_slots", None): args.grid_slots, ("guide_weight", None): args.guide_weight,
         ("pack_length", None): args.pack_length, ("seed", None): args.seed,
         ("eval_every_steps", None): args.eval_every_steps,
         ("lr", "optim"): args.lr, ("warmup_steps", "optim"): args.warmup,

@@ -107,6 +107,10 @@ class TrainConfig:
     #   "none": plain next-token loss only (the baseline).
     aux: str = "grid"
     aux_weight: float = 1.0
+    # Guided attention (training only, no parameters): head 0 of every decoder layer learns to attend from each
+    # output position to the visual token its character was drawn in (-log of that attention weight). It teaches the
+    # decoder WHERE to read instead of waiting for it to discover alignment by itself. 0 disables it.
+    guide_weight: float = 0.0
     grid_slots: int = 4  # characters a 32-px cell can hold (+1 terminator); more are dropped from the target
     ctc_frames: int = 8  # frames per visual token: an 8-token row must hold ~25 characters plus blanks
     threads: int = 0  # torch threads per process; 0 = cpu count / processes

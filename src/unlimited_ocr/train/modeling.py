@@ -69,7 +69,7 @@ class TrainingModule(nn.Module):
     """Model + optional CTC head; ``forward(batch)`` -> losses. DDP wraps this."""
 
     def __init__(self, model: UnlimitedOcrForConditionalGeneration, tokenizer, window: int | None,
-                 ctc_frames: int = 0, grid_slots: int = 0):
+                 ctc_frames: int = 0, grid_slots: int = 0, guide_head: int | None = None):
         super().__init__()
         self.model = model
         self.window = window  # None: full causal (the full-attention twin)
@@ -83,6 +83,47 @@ class TrainingModule(nn.Module):
         self.ctc_head = nn.Linear(hidden, ctc_frames * len(tokenizer)) if ctc_frames > 0 else None
         self.grid_slots = grid_slots
         self.grid_head = nn.Linear(hidden, grid_slots * len(tokenizer)) if grid_slots > 0 else None
+        # Guided attention: head ``guide_head`` of every decoder layer is taught to attend, from each output position,
+        # to the visual token its next character was drawn in. Queries/keys are captured from q_proj/k_proj (forward
+        # hooks, so the model's own sdpa path runs unchanged) and rotated with the model's own RoPE.
+        self.guide_head = guide_head
+        self._captured: dict[tuple[int, str], torch.Tensor] = {}
+        if guide_head is not None:
+            for index, layer in enumerate(model.model.language_model.layers):
+                for name in ("q_proj", "k_proj"):
+                    getattr(layer.self_attn, name).register_forward_hook(self._capture_hook(index, name))
+
+    def _capture_hook(self, layer_index: int, name: str):
+        def hook(module, inputs, output):
+            if self._capturing:
+                self._captured[(layer_index, name)] = output
+        return hook
+
+    _capturing = False
+
+    def guided_attention_loss(self, attend: torch.Tensor, mask: torch.Tensor, cos: torch.Tensor,
+                              sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sum over layers and supervised positions of -log p(attend to the drawn cell), and the position count."""
+        from transformers.models.unlimited_ocr.modeling_unlimited_ocr import apply_rotary_pos_emb
+
+        config = self.model.config.text_config
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        rows, positions = (attend != IGNORE).nonzero(as_tuple=True)  # (N,), (N,)
+        targets = attend[rows, positions]  # (N,) key index within the row
+        total = cos.new_zeros(())
+        h = self.guide_head
+        for layer_index in range(len(self.model.model.language_model.layers)):
+            q = self._captured[(layer_index, "q_proj")]  # (R, T, H*D)
+            k = self._captured[(layer_index, "k_proj")]
+            q = q.view(*q.shape[:2], -1, head_dim)[:, :, h].unsqueeze(1)  # (R, 1, T, D)
+            k = k.view(*k.shape[:2], -1, head_dim)[:, :, h].unsqueeze(1)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            scores = (q[rows, 0, positions].unsqueeze(1) @ k[rows, 0].transpose(1, 2)).squeeze(1)  # (N, T)
+            scores = scores.float() * head_dim**-0.5
+            scores = scores.masked_fill(~mask[rows, 0, positions], float("-inf"))
+            total = total + F.cross_entropy(scores, targets, reduction="sum")
+        self._captured.clear()
+        return total, torch.tensor(len(targets) * len(self.model.model.language_model.layers))
 
     def ctc_targets(self, texts: list[str]) -> list[list[int]]:
         targets = []
@@ -100,10 +141,15 @@ class TrainingModule(nn.Module):
         visual = torch.cat(features).to(embeds.dtype)
         embeds = embeds.masked_scatter(slots, visual)
         mask = packed_rswa_mask(batch.sample_ids, batch.position_ids, batch.reference_lengths, self.window)
-        hidden = language_model(
-            inputs_embeds=embeds, attention_mask={"reference_sliding_attention": mask, "full_attention": mask},
-            position_ids=batch.position_ids,
-        ).last_hidden_state
+        guide = self.guide_head is not None and batch.attend is not None and self.training
+        self._capturing = guide
+        try:
+            hidden = language_model(
+                inputs_embeds=embeds, attention_mask={"reference_sliding_attention": mask, "full_attention": mask},
+                position_ids=batch.position_ids,
+            ).last_hidden_state
+        finally:
+            self._capturing = False
         selected = batch.labels != IGNORE
         logits = model.lm_head(hidden[selected]).float()  # (N_out, V)
         token_losses = F.cross_entropy(logits, batch.labels[selected], reduction="none")
@@ -111,6 +157,9 @@ class TrainingModule(nn.Module):
         if with_token_losses:
             out["token_losses"] = token_losses
             out["token_samples"] = batch.sample_ids[selected]
+        if guide:
+            cos, sin = language_model.rotary_emb(embeds, position_ids=batch.position_ids)  # (R, T, D) each
+            out["guide_sum"], out["guide_count"] = self.guided_attention_loss(batch.attend, mask, cos, sin)
         q = self.queries
         if self.ctc_head is not None or self.grid_head is not None:
             grids = torch.stack([f[: q * (q + 1)].view(q, q + 1, -1)[:, :q].reshape(q * q, -1) for f in features])

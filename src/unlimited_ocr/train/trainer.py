@@ -108,6 +108,7 @@ class Trainer:
         self.module = TrainingModule(
             self.model, self.tokenizer, window, config.ctc_frames if use_aux and config.aux == "ctc" else 0,
             config.grid_slots if use_aux and config.aux == "grid" else 0,
+            guide_head=0 if config.guide_weight > 0 else None,
         )
         if config.freeze_encoder:
             for parameter in self.model.model.vision_tower.parameters():
@@ -157,8 +158,9 @@ class Trainer:
                   f"CER {record['cer']:.3f} (eval level {record['eval_level']}: {record['cer_eval_level']:.3f})",
                   flush=True)
         else:
+            guide = f" guide {record['guide']:.3f}" if "guide" in record else ""
             print(f"step {record['step']} t={record['time_s']:.0f}s loss {record['loss']:.3f} ce {record['ce']:.3f}"
-                  f" aux {record.get('aux', 0):.3f} lr {record['lr']:.2e} level {record['level']}", flush=True)
+                  f" aux {record.get('aux', 0):.3f}{guide} lr {record['lr']:.2e} level {record['level']}", flush=True)
 
     def dataset(self, split: str, level: int) -> SyntheticDocs:
         key = (split, level)
@@ -170,7 +172,8 @@ class Trainer:
     def encode(self, sample) -> Example:
         slots = self.config.grid_slots if self.module.grid_head is not None else 0
         return encode_sample(sample.images, sample.target, sample.page_targets, self.tokenizer, self.image_size,
-                             self.queries, layouts=sample.layouts, grid_slots=slots)
+                             self.queries, layouts=sample.layouts, grid_slots=slots,
+                             guide=self.module.guide_head is not None)
 
     def batch_for(self, samples_start: int, level: int):
         """This rank's share of the global batch starting at sample ``samples_start``."""
@@ -194,6 +197,10 @@ class Trainer:
             grid = out["grid_sum"] / out["grid_count"]
             loss = loss + self.config.aux_weight * grid
             parts["aux"] = grid.item()
+        if "guide_sum" in out:
+            guide = out["guide_sum"] / out["guide_count"].clamp(min=1)
+            loss = loss + self.config.guide_weight * guide
+            parts["guide"] = guide.item()
         return loss, parts
 
     def train_step(self) -> dict:
