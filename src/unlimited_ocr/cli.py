@@ -49,8 +49,8 @@ def _add_parse(subparsers) -> None:
     parser.add_argument("--skip-existing", action="store_true", help="skip inputs whose NAME.md and NAME.json exist")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--compile", action="store_true",
-                        help="torch.compile the R-SWA decode step: ~1.5x faster steps after a one-off compile of "
-                             "20-60 s on CPU; worth it for long documents")
+                        help="torch.compile the R-SWA decode step (not --attention full): ~1.5x faster steps after a "
+                             "one-off compile of 20-50 s on CPU; worth it for long documents")
     parser.add_argument("--server", default=None, metavar="URL",
                         help="decode on this OpenAI-compatible server (ours, vLLM, SGLang) instead of loading a model;"
                              " --model/--device/--attention/--window are then the server's business")
