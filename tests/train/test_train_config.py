@@ -28,3 +28,15 @@ def test_advance_cer_uses_schedule_as_floor(make_config):
     trainer.config.data.advance_cer = None
     trainer.state.update(step=0, level=1)
     assert trainer._level_for_step() == 0
+
+
+def test_multi_page_settings_reach_the_data_engine(make_config):
+    from unlimited_ocr.train.trainer import data_config
+
+    config = make_config()
+    config.data.mix, config.data.max_pages, config.data.multi_fraction = "mixed", 7, 0.5
+    data = data_config(config, 1)
+    assert (data.max_pages, data.multi_page_fraction) == (7, 0.5)
+    trainer = Trainer(config, resume=False)
+    pages = [trainer.dataset("train", 1).generate(i).n_pages for i in range(40)]
+    assert max(pages) <= 7 and 10 <= sum(p > 1 for p in pages) <= 30  # about half multi-page

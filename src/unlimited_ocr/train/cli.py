@@ -49,6 +49,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--eval-level", type=int, default=None, help="curriculum level of the CER that picks the exported model")
     add("--eval-samples", type=int, default=None)
     add("--mix", choices=["single", "multi", "mixed"], default=None)
+    add("--max-pages", type=int, default=None, help="pages of a multi-page sample: 2..MAX_PAGES")
+    add("--multi-fraction", type=float, default=None, help="share of multi-page samples under --mix mixed")
     add("--font-size", default=None, help="body font size range in px, e.g. 20,28")
     add("--no-degrade", action="store_true", help="clean renders (no blur/noise/skew)")
     add("--fonts", default=None, help="font families of the pages, e.g. 'mono' or 'sans,serif' (default: all)")
@@ -78,7 +80,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--checkpoint-every", type=float, default=None, help="seconds between checkpoints")
     add("--log-every", type=int, default=None, help="steps between loss records in log.jsonl")
     add("--seed", type=int, default=None)
-    add("--init-from", default=None, help="start from an exported model folder (fine-tuning)")
+    add("--init-from", default=None, help="start from an exported model folder or a run checkpoint folder (fine-tuning; a checkpoint also brings the auxiliary heads)")
     add("--no-resume", action="store_true", help="start over even if the run folder holds a checkpoint")
     add("--export-only", action="store_true", help="export the latest checkpoint to RUN_DIR/export-last and exit")
     return parser
@@ -109,7 +111,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         ("lr", "optim"): args.lr, ("warmup_steps", "optim"): args.warmup,
         ("curriculum", "data"): args.curriculum, ("advance_cer", "data"): args.advance_cer,
         ("eval_level", "data"): args.eval_level, ("max_level", "data"): args.max_level, ("eval_samples", "data"): args.eval_samples,
-        ("mix", "data"): args.mix,
+        ("mix", "data"): args.mix, ("max_pages", "data"): args.max_pages,
+        ("multi_fraction", "data"): args.multi_fraction,
         ("sliding_window", "model"): args.window, ("image_size", "model"): args.image_size,
         ("sam_patch_size", "model"): args.sam_patch, ("hidden_size", "model"): args.hidden,
         ("num_layers", "model"): args.layers,

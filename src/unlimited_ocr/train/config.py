@@ -57,6 +57,9 @@ class DataSettings:
     max_level: int = 5
     mix: str = "single"  # "single", "multi" or "mixed" (SyntheticDocs mix)
     max_pages: int = 4  # pages of multi-page samples (2..max_pages)
+    # Share of multi-page samples under mix "mixed" (0.1: the paper's 9:1 single:multi mix). With max_pages 20 a
+    # multi-page sample averages 11 pages, so 0.1 of the samples already carry over half of the pages.
+    multi_fraction: float = 0.1
     degrade: bool = True  # scan-like degradations (blur, noise, skew); False = clean renders
     # Pixels per em on the 256 px page. The DataConfig default is (11, 16); 20-28 px text gives ~one text line per
     # 32 px token row, which an 8x8-token page can hold and a CTC head can read row by row.

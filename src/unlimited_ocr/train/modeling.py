@@ -118,7 +118,9 @@ class TrainingModule(nn.Module):
             q = q.view(*q.shape[:2], -1, head_dim)[:, :, h].unsqueeze(1)  # (R, 1, T, D)
             k = k.view(*k.shape[:2], -1, head_dim)[:, :, h].unsqueeze(1)
             q, k = apply_rotary_pos_emb(q, k, cos, sin)
-            scores = (q[rows, 0, positions].unsqueeze(1) @ k[rows, 0].transpose(1, 2)).squeeze(1)  # (N, T)
+            # Score every query of a row against its keys, then pick the supervised queries. Gathering the keys per
+            # query instead ((N, T, D), kept for backward) took gigabytes on 20-page rows.
+            scores = (q[:, 0] @ k[:, 0].transpose(1, 2))[rows, positions]  # (R, T, T) -> (N, T)
             scores = scores.float() * head_dim**-0.5
             scores = scores.masked_fill(~mask[rows, 0, positions], float("-inf"))
             total = total + F.cross_entropy(scores, targets, reduction="sum")

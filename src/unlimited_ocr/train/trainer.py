@@ -53,6 +53,7 @@ def data_config(config: TrainConfig, level: int) -> DataConfig:
     page = dataclasses.replace(page, **{k: tuple(v) if isinstance(v, list) else v
                                         for k, v in typography.items() if v is not None})
     base = dataclasses.replace(base, page=page, max_pages=settings.max_pages,
+                               multi_page_fraction=settings.multi_fraction,
                                degrade=base.degrade if settings.degrade else DegradeConfig.none())
     return with_curriculum_level(base, level)
 
@@ -96,7 +97,10 @@ class Trainer:
         self.run_dir = Path(config.run_dir)
         self.tokenizer = build_char_tokenizer()
         self.model = build_model(config, self.tokenizer)
-        if init_from:  # fine-tune: start from an exported model's weights (same architecture)
+        # Fine-tune: start from an exported model (same architecture) or from a run's checkpoint folder; the
+        # latter also restores the training-only heads, so the auxiliary loss does not restart from a random head.
+        init_checkpoint = Path(init_from) if init_from and (Path(init_from) / "trainer_state.pt").exists() else None
+        if init_from and init_checkpoint is None:
             from transformers import UnlimitedOcrForConditionalGeneration
 
             source = UnlimitedOcrForConditionalGeneration.from_pretrained(init_from)
@@ -110,6 +114,11 @@ class Trainer:
             config.grid_slots if use_aux and config.aux == "grid" else 0,
             guide_head=0 if config.guide_weight > 0 else None,
         )
+        if init_checkpoint is not None:
+            load_safetensors_model(self.model, str(init_checkpoint / "model.safetensors"))
+            for kind, head in (("ctc", self.module.ctc_head), ("grid", self.module.grid_head)):
+                if head is not None and (init_checkpoint / f"aux-{kind}.safetensors").exists():
+                    load_safetensors_model(head, str(init_checkpoint / f"aux-{kind}.safetensors"))
         if config.freeze_encoder:
             for parameter in self.model.model.vision_tower.parameters():
                 parameter.requires_grad_(False)
