@@ -141,3 +141,89 @@ def test_compiled_decode_step_emits_the_same_tokens(rswa_model):
     assert compiled.token_ids == eager.token_ids
     assert compiled.kv_entries == eager.reference_length + window
     assert compiled_engine._step_forward is not compiled_engine._forward_one  # the compiled path really ran
+
+
+def _often_page_hook(page_id):
+    """lm_head hook: make <PAGE> the top token on ~1 step in 7, by a rule on the hidden state (so a dense forward
+    and the step-by-step decode apply it alike)."""
+
+    def often_page(module, inputs, output):
+        boosted = output.clone()
+        hit = (inputs[0][..., :8].sum(-1) * 1000).floor() % 7 == 0  # a hash of the state
+        boosted[..., page_id] = torch.where(hit, output.max(dim=-1).values + 1, output[..., page_id])
+        return boosted
+
+    return often_page
+
+
+def test_a_page_beyond_the_last_ends_the_document(rswa_model):
+    page_id = rswa_model.page_token_id
+    handle = rswa_model.model.lm_head.register_forward_hook(_often_page_hook(page_id))
+    try:
+        engine = OcrEngine(rswa_model)
+        pages = random_pages(3, seed=8)
+        options = DecodeOptions(max_new_tokens=300, ignore_eos=True, no_repeat_ngram_size=0)
+        [capped] = engine.generate([pages], options)
+        options.end_at_extra_page = False
+        [free] = engine.generate([pages], options)
+    finally:
+        handle.remove()
+    assert free.token_ids.count(page_id) > 3  # without the rule this model opens pages that do not exist
+    assert capped.token_ids.count(page_id) == 3 and capped.stop_reason == "eos"
+    fourth = [i for i, t in enumerate(free.token_ids) if t == page_id][3]
+    assert capped.token_ids == free.token_ids[:fourth]  # identical up to the extra marker, which ends it
+
+
+def test_page_anchored_decode_equals_dense_forward_with_training_ids(rswa_model):
+    """A checkpoint with ``page_position_stride``: every decode step's logits equal one dense R-SWA forward whose rotary
+    ids are ``PagePositions.sequence`` (what training uses), so decoding and training agree on the ids; the model's
+    own <PAGE> tokens move the ids (a hook on lm_head makes the random model write <PAGE> now and then)."""
+    from unlimited_ocr.model.positions import PagePositions
+
+    window = rswa_model.window
+    page_id = rswa_model.page_token_id
+    lm_head = rswa_model.model.lm_head
+
+    often_page = _often_page_hook(page_id)
+    rswa_model.model.config.page_position_stride = 1024
+    handle = lm_head.register_forward_hook(often_page)
+    try:
+        engine = OcrEngine(rswa_model)
+        pages = random_pages(3, seed=8)
+        steps = 3 * window
+        recorded, step_logits = [], []
+        original = engine.decode_step
+
+        def recording_step(cache, tokens, positions):
+            recorded.append(int(positions))
+            logits = original(cache, tokens, positions)
+            step_logits.append(logits[0].clone())  # generate masks EOS in place afterwards
+            return logits
+
+        engine.decode_step = recording_step
+        options = DecodeOptions(max_new_tokens=steps, ignore_eos=True, no_repeat_ngram_size=0,
+                                end_at_extra_page=False)
+        [result] = engine.generate([pages], options)
+        tokens = result.token_ids
+        assert 2 <= tokens.count(page_id) < len(tokens) // 4  # the ids really jump, and not at every step
+        pixels = [engine.preprocess(page) for page in pages]
+        features = engine.encode_pages(pixels)
+        ids = build_input_ids(rswa_model.tokenizer, [f.shape[0] for f in features])
+        full_ids = torch.cat([ids, torch.tensor(tokens[:-1])])
+        rope = rswa_model.positions.sequence(full_ids, ids.shape[0], [f.shape[0] for f in features])
+        assert recorded == rope[ids.shape[0]:].tolist()  # generate fed each token at its training id
+        assert rope[-1] > len(full_ids) + 1000  # anchored, not sequential
+        embeds = engine._embed_prompt(full_ids, features)[None]
+        mask = rswa_mask([ids.shape[0]], full_ids.shape[0], window=window)
+        language = rswa_model.model.model.language_model
+        with torch.no_grad():
+            hidden = language(inputs_embeds=embeds, attention_mask={"reference_sliding_attention": mask,
+                                                                    "full_attention": mask},
+                              position_ids=rope[None]).last_hidden_state
+        with torch.no_grad():
+            dense_logits = rswa_model.model.lm_head(hidden[0, ids.shape[0]:]).float()  # (steps - 1, V)
+        assert torch.allclose(torch.stack(step_logits), dense_logits, atol=1e-8, rtol=1e-6)
+        assert isinstance(rswa_model.positions, PagePositions) and rswa_model.positions.stride == 1024
+    finally:
+        handle.remove()
+        del rswa_model.model.config.page_position_stride

@@ -50,6 +50,10 @@ class DecodeOptions:
     ignore_eos: bool = False  # benchmarks: always decode max_new_tokens
     prompt: str | None = None  # None: "document parsing." for one page, "Multi page parsing." for several
     image_mode: str = "base"  # "base" or "gundam" (gundam only for single pages)
+    # A document of N pages has at most N "<PAGE>" markers (the official format writes one before each page): a model
+    # that opens page N+1 has finished the document, so that marker ends its row like EOS instead of starting a
+    # transcription of a page that does not exist. transformers' generate() has no such rule.
+    end_at_extra_page: bool = True
 
 
 @dataclass
@@ -155,7 +159,11 @@ class OcrEngine:
         cache = RSWACache(len(self.language_model.layers), window=window)
         cache.start(lengths, device=device)
         mask = rswa_mask(lengths, longest, window=None, valid_lengths=lengths, device=device)  # (B, 1, L, L)
-        positions = torch.arange(longest, device=device).expand(len(lengths), -1)  # (B, L_max)
+        scheme = self.loaded.positions
+        positions = torch.zeros((len(lengths), longest), dtype=torch.long)  # (B, L_max); padding: masked anyway
+        for row, (ids, features) in enumerate(documents):
+            positions[row, : lengths[row]] = scheme.reference(ids, [f.shape[0] for f in features])
+        positions = positions.to(device)
         output = self.language_model(
             inputs_embeds=inputs_embeds, attention_mask=self._masks(mask), position_ids=positions,
             past_key_values=cache, use_cache=True,
@@ -245,13 +253,19 @@ class OcrEngine:
         running = [True] * batch
         stop = ["length"] * batch
         step_times: list[float] = []
-        positions = torch.tensor(lengths, device=device).view(batch, 1)  # (B, 1) position of the next token
+        # Rotary ids of the fed tokens: prompt's last + 1 onwards, or page-anchored (model/positions.py).
+        scheme = loaded.positions
+        anchors = [int(scheme.reference(ids, [f.shape[0] for f in features])[-1]) for ids, features in prepared]
+        row_positions, opened = list(anchors), [0] * batch
         decode_start = time.perf_counter()
         with self.decode_kernels():
             for step in range(options.max_new_tokens):
                 if step:
+                    for row in range(batch):
+                        row_positions[row], opened[row] = scheme.advance(
+                            row_positions[row], int(chosen_list[row]), opened[row], anchors[row])
+                    positions = torch.tensor(row_positions, device=device).view(batch, 1)  # (B, 1)
                     logits = self.decode_step(cache, next_tokens, positions)
-                    positions = positions + 1
                 for row in range(batch):
                     if guards[row] is not None:
                         banned = guards[row].banned()
@@ -266,7 +280,9 @@ class OcrEngine:
                         continue
                     if guards[row] is not None:
                         guards[row].push(token)
-                    if token == loaded.eos_token_id:
+                    extra_page = (options.end_at_extra_page and token == loaded.page_token_id
+                                  and pages_seen[row] >= len(prepared[row][1]))
+                    if token == loaded.eos_token_id or extra_page:
                         running[row] = False
                         stop[row] = "eos"
                         continue

@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration
 
+from .positions import PagePositions
+
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "checkpoints" / "unlimited-ocr-tiny"
 
 
@@ -52,6 +54,13 @@ class LoadedModel:
     @property
     def window(self) -> int:
         return int(self.model.config.text_config.sliding_window)
+
+    @property
+    def positions(self) -> PagePositions:
+        """Rotary ids of prompt and output: page-anchored when the checkpoint says so (``page_position_stride``)."""
+        stride = getattr(self.model.config, "page_position_stride", None)
+        return PagePositions(stride=int(stride) if stride else None, image_token_id=self.image_token_id,
+                             page_token_id=self.page_token_id)
 
     @property
     def trained_attention(self) -> str:

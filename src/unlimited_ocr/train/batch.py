@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from PIL import Image
 
+from ..model.positions import PagePositions
 from ..model.preprocess import preprocess_page
 from ..model.prompt import build_input_ids
 from ..model.tokenizer import IMAGE
@@ -104,6 +105,7 @@ class Example:
     grid: torch.Tensor | None = None  # (P, q*q, slots) per-token characters (the "grid" auxiliary loss)
     # (L,) for each position, the sequence index of the visual token its label was drawn in (IGNORE: none).
     attend: torch.Tensor | None = None
+    rope_positions: torch.Tensor | None = None  # (L,) rotary ids (model/positions.py); None = 0..L-1
 
     @property
     def length(self) -> int:
@@ -111,7 +113,8 @@ class Example:
 
 
 def encode_sample(images: list[Image.Image], target: str, page_texts: list[str], tokenizer, image_size: int,
-                  queries_per_side: int, layouts=None, grid_slots: int = 0, guide: bool = False) -> Example:
+                  queries_per_side: int, layouts=None, grid_slots: int = 0, guide: bool = False,
+                  positions: PagePositions | None = None) -> Example:
     pixels = [preprocess_page(image, image_size=image_size, queries_global=queries_per_side) for image in images]
     prompt = build_input_ids(tokenizer, [page.num_positions for page in pixels])  # (R,)
     target_ids = tokenizer(target, add_special_tokens=False).input_ids
@@ -137,9 +140,12 @@ def encode_sample(images: list[Image.Image], target: str, page_texts: list[str],
                 page, within = divmod(cell, q * q)
                 row, column = divmod(within, q)
                 attend[first + index] = image_positions[page * per_page + row * (q + 1) + column]
+    rope_positions = None
+    if positions is not None and positions.anchored:
+        rope_positions = positions.sequence(input_ids, prompt.shape[0], [page.num_positions for page in pixels])
     return Example(pixels=[page.global_view for page in pixels], input_ids=input_ids, labels=labels,
                    reference_length=int(prompt.shape[0]), page_texts=list(page_texts), target=target, grid=grid,
-                   attend=attend)
+                   attend=attend, rope_positions=rope_positions)
 
 
 @dataclass
@@ -148,13 +154,15 @@ class PackedBatch:
 
     input_ids: torch.Tensor
     labels: torch.Tensor
-    position_ids: torch.Tensor  # restarts at 0 for each sample
+    position_ids: torch.Tensor  # restarts at 0 for each sample: the index the R-SWA mask works on
     sample_ids: torch.Tensor  # index of the sample in the batch (-1 = padding)
     reference_lengths: torch.Tensor  # prompt length of the token's own sample
     pixel_values: torch.Tensor  # (P, 3, S, S) every page, in the order their image tokens appear (row-major)
     page_texts: list[str]  # per page, same order as pixel_values
     num_samples: int
     grid: torch.Tensor | None = None  # (P, q*q, slots) per-token characters, same page order
+    # (R, T) rotary ids: position_ids, or page-anchored ids (model/positions.py) that jump at each <PAGE>
+    rope_position_ids: torch.Tensor | None = None
     attend: torch.Tensor | None = None  # (R, T) row index of the visual token each label was drawn in, or IGNORE
 
     def to(self, device) -> "PackedBatch":
@@ -190,6 +198,7 @@ def collate(examples: list[Example], pack_length: int, pad_token_id: int) -> Pac
     input_ids = torch.full(shape, pad_token_id, dtype=torch.long)
     labels = torch.full(shape, IGNORE, dtype=torch.long)
     position_ids = torch.zeros(shape, dtype=torch.long)
+    rope_position_ids = torch.zeros(shape, dtype=torch.long)
     sample_ids = torch.full(shape, -1, dtype=torch.long)
     reference_lengths = torch.zeros(shape, dtype=torch.long)
     pixels: list[torch.Tensor] = []
@@ -204,6 +213,8 @@ def collate(examples: list[Example], pack_length: int, pad_token_id: int) -> Pac
             input_ids[r, span] = example.input_ids
             labels[r, span] = example.labels
             position_ids[r, span] = torch.arange(example.length)
+            rope_position_ids[r, span] = (example.rope_positions if example.rope_positions is not None
+                                          else torch.arange(example.length))
             sample_ids[r, span] = index
             reference_lengths[r, span] = example.reference_length
             pixels.extend(example.pixels)
@@ -215,6 +226,7 @@ def collate(examples: list[Example], pack_length: int, pad_token_id: int) -> Pac
                 shifted[shifted != IGNORE] += start  # key index within the packed row
                 attend[r, span] = shifted
             start += example.length
-    return PackedBatch(input_ids=input_ids, labels=labels, position_ids=position_ids, sample_ids=sample_ids,
+    return PackedBatch(input_ids=input_ids, labels=labels, position_ids=position_ids,
+                       rope_position_ids=rope_position_ids, sample_ids=sample_ids,
                        reference_lengths=reference_lengths, pixel_values=torch.stack(pixels), page_texts=texts,
                        num_samples=len(examples), grid=torch.cat(grids) if grids else None, attend=attend)

@@ -60,6 +60,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--attention", choices=["rswa", "full"], default=None, help="'full': the full-attention twin")
     add("--window", type=int, default=None, help="R-SWA window n")
     add("--freeze-encoder", action="store_true", help="freeze the vision tower (SAM + CLIP)")
+    add("--page-stride", type=int, default=None,
+        help="page-anchored rotary ids with this many positions per page (0 = sequential, the official scheme)")
     add("--aux", choices=["grid", "ctc", "none"], default=None,
         help="auxiliary loss on the visual tokens (training only): per-cell characters, CTC, or none")
     add("--aux-weight", type=float, default=None, help="auxiliary loss weight (0 disables the head)")
@@ -106,7 +108,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         ("steps", None): args.steps, ("batch_size", None): args.batch_size, ("attention", None): args.attention,
         ("aux", None): args.aux, ("aux_weight", None): args.aux_weight, ("ctc_frames", None): args.ctc_frames,
         ("grid_slots", None): args.grid_slots, ("guide_weight", None): args.guide_weight,
-        ("pack_length", None): args.pack_length, ("seed", None): args.seed,
+        ("pack_length", None): args.pack_length, ("page_position_stride", None): args.page_stride, ("seed", None): args.seed,
         ("eval_every_steps", None): args.eval_every_steps,
         ("lr", "optim"): args.lr, ("warmup_steps", "optim"): args.warmup,
         ("curriculum", "data"): args.curriculum, ("advance_cer", "data"): args.advance_cer,

@@ -103,6 +103,10 @@ class TrainConfig:
     pack_length: int = 0
     attention: str = "rswa"  # "rswa" or "full" (the full-attention twin: every layer full, no window in the mask)
     freeze_encoder: bool = False  # freeze the vision tower (SAM + CLIP); projector and decoder still train
+    # Page-anchored rotary ids (model/positions.py): page k's output sits k*stride positions after page 0's, as far
+    # from page k's cells as a single page's output is from its page. Written to the exported config.json as
+    # ``page_position_stride``, so the engine decodes with the same ids. 0 = sequential ids (the official model).
+    page_position_stride: int = 0
     # Auxiliary loss on the visual tokens (training only; its head is never exported), to make the model READ
     # early instead of learning the language first:
     #   "grid": each visual token predicts the characters drawn in its own cell (from the recorded layout);

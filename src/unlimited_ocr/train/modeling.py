@@ -143,12 +143,13 @@ class TrainingModule(nn.Module):
         visual = torch.cat(features).to(embeds.dtype)
         embeds = embeds.masked_scatter(slots, visual)
         mask = packed_rswa_mask(batch.sample_ids, batch.position_ids, batch.reference_lengths, self.window)
+        rope_ids = batch.rope_position_ids if batch.rope_position_ids is not None else batch.position_ids  # (R, T)
         guide = self.guide_head is not None and batch.attend is not None and self.training
         self._capturing = guide
         try:
             hidden = language_model(
                 inputs_embeds=embeds, attention_mask={"reference_sliding_attention": mask, "full_attention": mask},
-                position_ids=batch.position_ids,
+                position_ids=rope_ids,
             ).last_hidden_state
         finally:
             self._capturing = False
@@ -160,7 +161,7 @@ class TrainingModule(nn.Module):
             out["token_losses"] = token_losses
             out["token_samples"] = batch.sample_ids[selected]
         if guide:
-            cos, sin = language_model.rotary_emb(embeds, position_ids=batch.position_ids)  # (R, T, D) each
+            cos, sin = language_model.rotary_emb(embeds, position_ids=rope_ids)  # (R, T, D) each
             out["guide_sum"], out["guide_count"] = self.guided_attention_loss(batch.attend, mask, cos, sin)
         q = self.queries
         if self.ctc_head is not None or self.grid_head is not None:

@@ -36,7 +36,8 @@ from safetensors.torch import save_model as save_safetensors_model
 
 from ..data import DataConfig, DegradeConfig, SyntheticDocs, with_curriculum_level
 from ..model.loading import LoadedModel
-from ..model.tokenizer import build_char_tokenizer
+from ..model.positions import PagePositions
+from ..model.tokenizer import IMAGE, PAGE, build_char_tokenizer
 from .batch import Example, collate, encode_sample
 from .config import TrainConfig, parse_curriculum, scheduled_level
 from .modeling import TrainingModule, build_model, queries_per_side
@@ -105,6 +106,9 @@ class Trainer:
 
             source = UnlimitedOcrForConditionalGeneration.from_pretrained(init_from)
             self.model.load_state_dict(source.state_dict())
+        if config.page_position_stride:
+            # Saved with the model (config.json), so the engine and every export use the same rotary ids.
+            self.model.config.page_position_stride = config.page_position_stride
         self.queries = queries_per_side(self.model)
         self.image_size = int(self.model.config.vision_config.sam_config.image_size)
         window = None if config.attention == "full" else config.model.sliding_window
@@ -182,7 +186,13 @@ class Trainer:
         slots = self.config.grid_slots if self.module.grid_head is not None else 0
         return encode_sample(sample.images, sample.target, sample.page_targets, self.tokenizer, self.image_size,
                              self.queries, layouts=sample.layouts, grid_slots=slots,
-                             guide=self.module.guide_head is not None)
+                             guide=self.module.guide_head is not None, positions=self.positions)
+
+    @property
+    def positions(self) -> PagePositions:
+        return PagePositions(stride=self.config.page_position_stride or None,
+                             image_token_id=self.tokenizer.convert_tokens_to_ids(IMAGE),
+                             page_token_id=self.tokenizer.convert_tokens_to_ids(PAGE))
 
     def batch_for(self, samples_start: int, level: int):
         """This rank's share of the global batch starting at sample ``samples_start``."""
