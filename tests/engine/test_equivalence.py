@@ -168,10 +168,29 @@ def test_a_page_beyond_the_last_ends_the_document(rswa_model):
         [free] = engine.generate([pages], options)
     finally:
         handle.remove()
-    assert free.token_ids.count(page_id) > 3  # without the rule this model opens pages that do not exist
-    assert capped.token_ids.count(page_id) == 3 and capped.stop_reason == "eos"
-    fourth = [i for i, t in enumerate(free.token_ids) if t == page_id][3]
-    assert capped.token_ids == free.token_ids[:fourth]  # identical up to the extra marker, which ends it
+    markers = [i for i, t in enumerate(free.token_ids) if t == page_id]
+    assert len(markers) > 3  # without the rule this model opens pages that do not exist
+    # Pages begun: text before the first marker begins page 1, each marker the next; page 4 must not begin.
+    starts_with_text = free.token_ids[0] != page_id
+    fourth_page = markers[3 - starts_with_text]
+    assert capped.token_ids == free.token_ids[:fourth_page] and capped.stop_reason == "eos"
+    assert capped.token_ids.count(page_id) == 3 - starts_with_text
+
+
+def test_a_single_page_ends_at_its_first_marker_after_text(rswa_model):
+    """One page, output that starts with text: a <PAGE> after it would begin a second page, so it ends the row."""
+    page_id = rswa_model.page_token_id
+    handle = rswa_model.model.lm_head.register_forward_hook(_often_page_hook(page_id))
+    try:
+        engine = OcrEngine(rswa_model)
+        options = DecodeOptions(max_new_tokens=300, ignore_eos=True, no_repeat_ngram_size=0)
+        [capped] = engine.generate([random_pages(1, seed=9)], options)
+        options.end_at_extra_page = False
+        [free] = engine.generate([random_pages(1, seed=9)], options)
+    finally:
+        handle.remove()
+    assert free.token_ids[0] != page_id and page_id in free.token_ids
+    assert capped.token_ids == free.token_ids[: free.token_ids.index(page_id)]
 
 
 def test_page_anchored_decode_equals_dense_forward_with_training_ids(rswa_model):

@@ -50,9 +50,10 @@ class DecodeOptions:
     ignore_eos: bool = False  # benchmarks: always decode max_new_tokens
     prompt: str | None = None  # None: "document parsing." for one page, "Multi page parsing." for several
     image_mode: str = "base"  # "base" or "gundam" (gundam only for single pages)
-    # A document of N pages has at most N "<PAGE>" markers (the official format writes one before each page): a model
-    # that opens page N+1 has finished the document, so that marker ends its row like EOS instead of starting a
-    # transcription of a page that does not exist. transformers' generate() has no such rule.
+    # A document of N pages cannot have page N+1. Pages begun = "<PAGE>" markers written, + 1 if the output began
+    # with text rather than a marker (the official multi-page format writes one before each page; single pages have
+    # none). A marker that would begin page N+1 means the model has finished: it ends the row like EOS instead of
+    # starting to transcribe a page that does not exist. transformers' generate() has no such rule.
     end_at_extra_page: bool = True
 
 
@@ -250,6 +251,7 @@ class OcrEngine:
             )
         outputs: list[list[int]] = [[] for _ in range(batch)]
         pages_seen = [0] * batch
+        pages_begun = [0] * batch  # for end_at_extra_page
         running = [True] * batch
         stop = ["length"] * batch
         step_times: list[float] = []
@@ -281,7 +283,9 @@ class OcrEngine:
                     if guards[row] is not None:
                         guards[row].push(token)
                     extra_page = (options.end_at_extra_page and token == loaded.page_token_id
-                                  and pages_seen[row] >= len(prepared[row][1]))
+                                  and pages_begun[row] >= len(prepared[row][1]))
+                    if not outputs[row] or token == loaded.page_token_id:
+                        pages_begun[row] += 1  # the first token begins page 1; each later marker the next page
                     if token == loaded.eos_token_id or extra_page:
                         running[row] = False
                         stop[row] = "eos"
