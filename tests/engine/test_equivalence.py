@@ -46,7 +46,9 @@ def test_batched_rswa_decode_equals_transformers_generate(rswa_model):
     new_tokens = 3 * window + 13  # well past the point where the ring wraps
     engine = OcrEngine(rswa_model)
     documents = [random_pages(3, seed=1), random_pages(1, seed=2)]  # different page counts, one batch
-    results = engine.generate(documents, DecodeOptions(max_new_tokens=new_tokens))
+    # transformers' generate() has neither page-count rule; ours are switched off for the comparison.
+    options = DecodeOptions(max_new_tokens=new_tokens, end_at_extra_page=False, continue_to_last_page=False)
+    results = engine.generate(documents, options)
     for document, result in zip(documents, results):
         expected = _transformers_tokens(rswa_model, engine, document, new_tokens)
         assert result.token_ids == expected
@@ -66,7 +68,8 @@ def test_full_attention_mode_equals_transformers_full_attention(tiny_full_checkp
     assert loaded.trained_attention == "full"
     engine = OcrEngine(loaded, attention="full")
     pages = random_pages(2, seed=4)
-    [result] = engine.generate([pages], DecodeOptions(max_new_tokens=40))
+    [result] = engine.generate([pages], DecodeOptions(max_new_tokens=40, end_at_extra_page=False,
+                                                      continue_to_last_page=False))
     assert result.token_ids == _transformers_tokens(loaded, engine, pages, 40)
     # Every token but the last one chosen was fed back (an EOS ends the run after its own step).
     fed = len(result.token_ids) - (1 if result.stop_reason == "length" else 0)
@@ -175,6 +178,29 @@ def test_a_page_beyond_the_last_ends_the_document(rswa_model):
     fourth_page = markers[3 - starts_with_text]
     assert capped.token_ids == free.token_ids[:fourth_page] and capped.stop_reason == "eos"
     assert capped.token_ids.count(page_id) == 3 - starts_with_text
+
+
+def test_an_early_eos_moves_on_to_the_next_page(rswa_model):
+    """A model that wants to stop at once: on 3 pages it is made to begin each page (3 markers), then its EOS is
+    accepted; without the rule it writes nothing; one page is left alone."""
+    eos, page_id = rswa_model.eos_token_id, rswa_model.page_token_id
+
+    def always_eos(module, inputs, output):
+        boosted = output.clone()
+        boosted[..., eos] = output.max(dim=-1).values + 1
+        return boosted
+
+    handle = rswa_model.model.lm_head.register_forward_hook(always_eos)
+    try:
+        engine = OcrEngine(rswa_model)
+        [ruled] = engine.generate([random_pages(3, seed=10)], DecodeOptions(max_new_tokens=50))
+        [free] = engine.generate([random_pages(3, seed=10)], DecodeOptions(max_new_tokens=50,
+                                                                            continue_to_last_page=False))
+        [single] = engine.generate([random_pages(1, seed=10)], DecodeOptions(max_new_tokens=50))
+    finally:
+        handle.remove()
+    assert ruled.token_ids == [page_id] * 3 and ruled.stop_reason == "eos" and len(ruled.pages) == 3
+    assert free.token_ids == [] and single.token_ids == []
 
 
 def test_a_single_page_ends_at_its_first_marker_after_text(rswa_model):
