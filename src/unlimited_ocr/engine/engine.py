@@ -255,7 +255,6 @@ class OcrEngine:
             )
         outputs: list[list[int]] = [[] for _ in range(batch)]
         pages_seen = [0] * batch
-        pages_begun = [0] * batch  # for end_at_extra_page
         running = [True] * batch
         stop = ["length"] * batch
         step_times: list[float] = []
@@ -285,16 +284,15 @@ class OcrEngine:
                     if not running[row]:
                         continue
                     num_pages = len(prepared[row][1])
+                    # Pages begun so far: the markers, + 1 if the output began with text (no marker before page 1).
+                    begun = pages_seen[row] + int(bool(outputs[row]) and outputs[row][0] != loaded.page_token_id)
                     if (options.continue_to_last_page and token == loaded.eos_token_id and num_pages > 1
-                            and loaded.page_token_id is not None and pages_begun[row] < num_pages):
+                            and loaded.page_token_id is not None and begun < num_pages):
                         token = chosen_list[row] = loaded.page_token_id
                         chosen[row] = token  # fed back at the next step
                     if guards[row] is not None:
                         guards[row].push(token)
-                    extra_page = (options.end_at_extra_page and token == loaded.page_token_id
-                                  and pages_begun[row] >= num_pages)
-                    if not outputs[row] or token == loaded.page_token_id:
-                        pages_begun[row] += 1  # the first token begins page 1; each later marker the next page
+                    extra_page = options.end_at_extra_page and token == loaded.page_token_id and begun >= num_pages
                     if token == loaded.eos_token_id or extra_page:
                         running[row] = False
                         stop[row] = "eos"

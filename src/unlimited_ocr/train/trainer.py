@@ -37,7 +37,7 @@ from safetensors.torch import save_model as save_safetensors_model
 from ..data import DataConfig, DegradeConfig, SyntheticDocs, with_curriculum_level
 from ..model.loading import LoadedModel
 from ..model.positions import PagePositions
-from ..model.tokenizer import IMAGE, PAGE, build_char_tokenizer
+from ..model.tokenizer import build_char_tokenizer
 from .batch import Example, collate, encode_sample
 from .config import TrainConfig, parse_curriculum, scheduled_level
 from .modeling import TrainingModule, build_model, queries_per_side
@@ -190,9 +190,8 @@ class Trainer:
 
     @property
     def positions(self) -> PagePositions:
-        return PagePositions(stride=self.config.page_position_stride or None,
-                             image_token_id=self.tokenizer.convert_tokens_to_ids(IMAGE),
-                             page_token_id=self.tokenizer.convert_tokens_to_ids(PAGE))
+        """The model config's rotary ids (set from --page-stride above): the same object the engine decodes with."""
+        return self.loaded_model().positions
 
     def batch_for(self, samples_start: int, level: int):
         """This rank's share of the global batch starting at sample ``samples_start``."""
