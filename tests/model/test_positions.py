@@ -68,6 +68,21 @@ def test_advance_matches_sequence():
     assert stepped == expected[prompt.shape[0]:]
 
 
+def test_output_that_skips_the_first_marker_still_moves_to_the_next_page():
+    """The official format puts <PAGE> before page 0 too; a model that starts with text instead has begun page 0,
+    so its first <PAGE> opens page 1 (not page 0 again: that made the bundled model read the demo's page 1 twice)."""
+    pages, per_page, stride = 3, 10, 64
+    positions = scheme(stride)
+    prompt, marked = document(pages, per_page, "<PAGE>ab<PAGE>cd<PAGE>e")
+    _, unmarked = document(pages, per_page, "ab<PAGE>cd<PAGE>e")
+    marked_ids = positions.sequence(marked, prompt.shape[0], [per_page] * pages)[prompt.shape[0]:].tolist()
+    unmarked_ids = positions.sequence(unmarked, prompt.shape[0], [per_page] * pages)[prompt.shape[0]:].tolist()
+    anchor = int(positions.reference(prompt, [per_page] * pages)[-1])
+    assert unmarked_ids[:2] == [anchor + 1, anchor + 2]  # page 0's text right after the prompt, as on one page
+    assert unmarked_ids[2] == anchor + stride + 1  # its first <PAGE> opens page 1
+    assert unmarked_ids[2:] == marked_ids[3:]  # from there on, the same ids as with the first marker
+
+
 def test_stride_too_small_is_refused():
     prompt, _ = document(2, 40, "")
     with pytest.raises(ValueError, match="stride"):

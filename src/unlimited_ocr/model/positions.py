@@ -69,13 +69,18 @@ class PagePositions:
         return torch.tensor(positions, dtype=torch.long)
 
     def advance(self, position: int, token: int, opened: int, anchor: int) -> tuple[int, int]:
-        """Position of the fed ``token`` that follows ``position``, and pages opened so far.
+        """Position of the fed ``token`` that follows ``position``, and pages begun so far.
 
-        ``anchor`` is the position of the last prompt token ; ``opened`` counts ``<PAGE>`` fed.
+        ``anchor`` is the position of the last prompt token; ``opened`` counts pages begun: each ``<PAGE>`` fed,
+        plus page 0 when the output begins with text instead of a marker (a single page, or a model that skipped
+        the first marker). Without that, a skipped first marker made the next ``<PAGE>`` re-open page 0 and the
+        model read page 1 twice (measured on the demo PDF).
         """
         if self.anchored and token == self.page_token_id:
             opened += 1
             return anchor + (opened - 1) * self.stride + 1, opened
+        if opened == 0 and position == anchor:  # the first output token, and it is text: page 0 begun unmarked
+            opened = 1
         return position + 1, opened
 
     def sequence(self, input_ids: torch.Tensor, prompt_length: int, page_lengths: Sequence[int]) -> torch.Tensor:
