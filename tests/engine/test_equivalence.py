@@ -120,6 +120,11 @@ def test_streaming_callback_sees_every_token_with_its_page(rswa_model):
                                on_token=lambda row, token, page: seen.append((row, token, page)))
     assert [token for _, token, _ in seen] == result.token_ids
     assert all(row == 0 and page >= 1 for row, _, page in seen)
+    # The page reported is the page being read: markers so far, + 1 when the output began without one.
+    page_id = rswa_model.page_token_id
+    unmarked_start = int(result.token_ids[0] != page_id)
+    expected = [max(result.token_ids[: i + 1].count(page_id) + unmarked_start, 1) for i in range(len(seen))]
+    assert [page for _, _, page in seen] == expected
 
 
 def test_per_page_mode_runs_one_decode_per_page(rswa_model):

@@ -300,8 +300,9 @@ class OcrEngine:
                     outputs[row].append(token)
                     if token == loaded.page_token_id:
                         pages_seen[row] += 1
-                    if on_token is not None:
-                        on_token(row, token, max(pages_seen[row], 1))
+                    if on_token is not None:  # the page being read: markers, + 1 for an unmarked start
+                        began_with_text = outputs[row][0] != loaded.page_token_id
+                        on_token(row, token, max(pages_seen[row] + int(began_with_text), 1))
                 step_times.append(time.perf_counter())
                 if not any(running):
                     break
