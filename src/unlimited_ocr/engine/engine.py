@@ -262,6 +262,10 @@ class OcrEngine:
         scheme = loaded.positions
         anchors = [int(scheme.reference(ids, [f.shape[0] for f in features])[-1]) for ids, features in prepared]
         row_positions, opened = list(anchors), [0] * batch
+        def pages_begun(row: int) -> int:
+            """The "<PAGE>" markers written, + 1 if the output began with text (no marker before page 1)."""
+            return pages_seen[row] + int(bool(outputs[row]) and outputs[row][0] != loaded.page_token_id)
+
         decode_start = time.perf_counter()
         with self.decode_kernels():
             for step in range(options.max_new_tokens):
@@ -284,8 +288,7 @@ class OcrEngine:
                     if not running[row]:
                         continue
                     num_pages = len(prepared[row][1])
-                    # Pages begun so far: the markers, + 1 if the output began with text (no marker before page 1).
-                    begun = pages_seen[row] + int(bool(outputs[row]) and outputs[row][0] != loaded.page_token_id)
+                    begun = pages_begun(row)
                     if (options.continue_to_last_page and token == loaded.eos_token_id and num_pages > 1
                             and loaded.page_token_id is not None and begun < num_pages):
                         token = chosen_list[row] = loaded.page_token_id
@@ -300,9 +303,8 @@ class OcrEngine:
                     outputs[row].append(token)
                     if token == loaded.page_token_id:
                         pages_seen[row] += 1
-                    if on_token is not None:  # the page being read: markers, + 1 for an unmarked start
-                        began_with_text = outputs[row][0] != loaded.page_token_id
-                        on_token(row, token, max(pages_seen[row] + int(began_with_text), 1))
+                    if on_token is not None:
+                        on_token(row, token, max(pages_begun(row), 1))  # the page being read
                 step_times.append(time.perf_counter())
                 if not any(running):
                     break
