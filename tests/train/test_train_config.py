@@ -40,3 +40,21 @@ def test_multi_page_settings_reach_the_data_engine(make_config):
     trainer = Trainer(config, resume=False)
     pages = [trainer.dataset("train", 1).generate(i).n_pages for i in range(40)]
     assert max(pages) <= 7 and 10 <= sum(p > 1 for p in pages) <= 30  # about half multi-page
+
+
+def test_data_seed_changes_training_pages_but_not_held_out_pages(make_config, tmp_path):
+    """--data-seed gives a continued stage new training pages; --seed alone (model init) must not be mistaken for it,
+    and the held-out pages stay the same so trainer CER compares across stages."""
+    from unlimited_ocr.train.cli import build_parser, config_from_args
+
+    args = build_parser().parse_args(["--run-dir", str(tmp_path / "run"), "--data-seed", "3", "--seed", "5"])
+    parsed = config_from_args(args)
+    assert (parsed.data.seed, parsed.seed) == (3, 5)
+    model_seed_only = config_from_args(build_parser().parse_args(["--run-dir", str(tmp_path / "b"), "--seed", "5"]))
+    assert model_seed_only.data.seed == 0
+
+    first, second = make_config(run_dir=tmp_path / "a"), make_config(run_dir=tmp_path / "c")
+    second.data.seed = 3
+    a, b = Trainer(first, resume=False), Trainer(second, resume=False)
+    assert a.dataset("train", 1).generate(0).target != b.dataset("train", 1).generate(0).target
+    assert [s.target for s in a.heldout(1)[:4]] == [s.target for s in b.heldout(1)[:4]]

@@ -81,7 +81,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--eval-every-steps", type=int, default=None)
     add("--checkpoint-every", type=float, default=None, help="seconds between checkpoints")
     add("--log-every", type=int, default=None, help="steps between loss records in log.jsonl")
-    add("--seed", type=int, default=None)
+    add("--seed", type=int, default=None, help="model-initialisation seed (fresh weights and auxiliary heads)")
+    add("--data-seed", type=int, default=None,
+        help="seed of the training pages (a continued stage can see new pages); the held-out pages do not depend on it")
     add("--init-from", default=None, help="start from an exported model folder or a run checkpoint folder (fine-tuning; a checkpoint also brings the auxiliary heads)")
     add("--no-resume", action="store_true", help="start over even if the run folder holds a checkpoint")
     add("--export-only", action="store_true", help="export the latest checkpoint to RUN_DIR/export-last and exit")
@@ -109,7 +111,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         ("aux", None): args.aux, ("aux_weight", None): args.aux_weight, ("ctc_frames", None): args.ctc_frames,
         ("grid_slots", None): args.grid_slots, ("guide_weight", None): args.guide_weight,
         ("pack_length", None): args.pack_length, ("page_position_stride", None): args.page_stride,
-        ("seed", None): args.seed,
+        ("seed", None): args.seed, ("seed", "data"): args.data_seed,
         ("eval_every_steps", None): args.eval_every_steps,
         ("lr", "optim"): args.lr, ("warmup_steps", "optim"): args.warmup,
         ("curriculum", "data"): args.curriculum, ("advance_cer", "data"): args.advance_cer,

@@ -72,7 +72,8 @@ class DataSettings:
     line_spacing: tuple[float, float] | None = None
     margin: tuple[float, float] | None = None  # fraction of the page side
     italic_probability: float | None = None  # per paragraph
-    seed: int = 0  # data seed: sample i of the train split is a pure function of (config, seed, i)
+    seed: int = 0  # data seed (--data-seed): sample i of the train split is a pure function of (config, seed, i);
+    # the held-out split always uses trainer.HELDOUT_SEED
     eval_samples: int = 32  # held-out pages per periodic eval
     # Level of the held-out set that picks the best checkpoint (CER at this level decides what is exported).
     # None: the highest level of the schedule.

@@ -42,6 +42,8 @@ from .batch import Example, collate, encode_sample
 from .config import TrainConfig, parse_curriculum, scheduled_level
 from .modeling import TrainingModule, build_model, queries_per_side
 
+HELDOUT_SEED = 0  # every run's held-out pages (data seed 0 of the held-out split): CER compares across stages
+
 
 def data_config(config: TrainConfig, level: int) -> DataConfig:
     """The DataConfig of the run at curriculum ``level``."""
@@ -178,8 +180,11 @@ class Trainer:
     def dataset(self, split: str, level: int) -> SyntheticDocs:
         key = (split, level)
         if key not in self._datasets:
-            self._datasets[key] = SyntheticDocs(data_config(self.config, level), split=split,
-                                                seed=self.config.data.seed, mix=self.config.data.mix)
+            # The held-out pages are fixed (HELDOUT_SEED) so trainer CER compares across runs and stages; only the
+            # training pages follow --data-seed.
+            seed = self.config.data.seed if split == "train" else HELDOUT_SEED
+            self._datasets[key] = SyntheticDocs(data_config(self.config, level), split=split, seed=seed,
+                                                mix=self.config.data.mix)
         return self._datasets[key]
 
     def encode(self, sample) -> Example:
