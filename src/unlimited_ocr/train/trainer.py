@@ -180,8 +180,6 @@ class Trainer:
     def dataset(self, split: str, level: int) -> SyntheticDocs:
         key = (split, level)
         if key not in self._datasets:
-            # The held-out pages are fixed (HELDOUT_SEED) so trainer CER compares across runs and stages; only the
-            # training pages follow --data-seed.
             seed = self.config.data.seed if split == "train" else HELDOUT_SEED
             self._datasets[key] = SyntheticDocs(data_config(self.config, level), split=split, seed=seed,
                                                 mix=self.config.data.mix)
