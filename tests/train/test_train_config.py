@@ -58,3 +58,38 @@ def test_data_seed_changes_training_pages_but_not_held_out_pages(make_config, tm
     a, b = Trainer(first, resume=False), Trainer(second, resume=False)
     assert a.dataset("train", 1).generate(0).target != b.dataset("train", 1).generate(0).target
     assert [s.target for s in a.heldout(1)[:4]] == [s.target for s in b.heldout(1)[:4]]
+
+
+def test_encoder_lr_scale_trains_the_vision_tower_at_a_fraction_of_the_lr(make_config, tmp_path):
+    """--encoder-lr-scale puts the vision tower in its own AdamW groups at lr * scale for the whole schedule;
+    scale 0 leaves the encoder weights exactly as they were while the decoder moves."""
+    import torch
+
+    from unlimited_ocr.train.cli import build_parser, config_from_args
+
+    args = build_parser().parse_args(["--run-dir", str(tmp_path / "p"), "--encoder-lr-scale", "0.25"])
+    assert config_from_args(args).optim.encoder_lr_scale == 0.25
+
+    config = make_config(steps=3)
+    config.optim.encoder_lr_scale = 0.25
+    trainer = Trainer(config, resume=False)
+    encoder = {id(p) for p in trainer.model.model.vision_tower.parameters()}
+    groups = trainer.optimizer.param_groups
+    assert {id(p) for g in groups for p in g["params"]} == {id(p) for p in trainer.module.parameters()}
+    for _ in range(2):
+        trainer.train_step()
+        for group in groups:
+            in_encoder = {id(p) in encoder for p in group["params"]}
+            assert len(in_encoder) == 1  # a group is all encoder or all decoder
+            scale = 0.25 if in_encoder.pop() else 1.0
+            assert abs(group["lr"] - scale * trainer.scheduler.get_last_lr()[0]) < 1e-12
+
+    config = make_config(steps=3, run_dir=tmp_path / "frozen-by-scale")
+    config.optim.encoder_lr_scale = 0.0
+    trainer = Trainer(config, resume=False)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train_step()
+    after = dict(trainer.model.named_parameters())
+    moved = {n for n in before if not torch.equal(before[n], after[n])}
+    assert moved and not any("vision_tower" in n for n in moved)
+    assert any("language_model" in n or "lm_head" in n for n in moved)

@@ -60,6 +60,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--attention", choices=["rswa", "full"], default=None, help="'full': the full-attention twin")
     add("--window", type=int, default=None, help="R-SWA window n")
     add("--freeze-encoder", action="store_true", help="freeze the vision tower (SAM + CLIP)")
+    add("--encoder-lr-scale", type=float, default=None,
+        help="the vision tower trains at lr * this (e.g. 0.1: a gentle encoder in a multi-page stage; default 1)")
     add("--page-stride", type=int, default=None,
         help="page-anchored rotary ids with this many positions per page (0 = sequential, the official scheme)")
     add("--aux", choices=["grid", "ctc", "none"], default=None,
@@ -114,6 +116,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         ("seed", None): args.seed, ("seed", "data"): args.data_seed,
         ("eval_every_steps", None): args.eval_every_steps,
         ("lr", "optim"): args.lr, ("warmup_steps", "optim"): args.warmup,
+        ("encoder_lr_scale", "optim"): args.encoder_lr_scale,
         ("curriculum", "data"): args.curriculum, ("advance_cer", "data"): args.advance_cer,
         ("eval_level", "data"): args.eval_level, ("max_level", "data"): args.max_level, ("eval_samples", "data"): args.eval_samples,
         ("mix", "data"): args.mix, ("max_pages", "data"): args.max_pages,

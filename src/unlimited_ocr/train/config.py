@@ -88,6 +88,9 @@ class OptimSettings:
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.98)
     grad_clip: float = 1.0
+    # The vision tower (SAM + CLIP) trains at lr * encoder_lr_scale. A multi-page stage can keep adapting the
+    # encoder gently instead of freezing it (freeze_encoder), so single-page reading is not lost. 1.0 = one lr.
+    encoder_lr_scale: float = 1.0
 
 
 @dataclass

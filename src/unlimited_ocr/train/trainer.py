@@ -67,6 +67,23 @@ def eval_level(config: TrainConfig) -> int:
     return max(level for _, level in parse_curriculum(config.data.curriculum))
 
 
+def parameter_groups(module: torch.nn.Module, model, optim) -> list[dict]:
+    """AdamW groups: weight decay on matrices (not embeddings, norms or biases); the vision tower at
+    lr * optim.encoder_lr_scale. Frozen parameters are left out; empty groups are dropped. The scheduler's
+    lambda scales every group's own base lr, so the encoder keeps its fraction along the whole schedule."""
+    encoder_ids = {id(p) for p in model.model.vision_tower.parameters()}
+    groups: dict[tuple[bool, bool], list] = {}
+    for name, parameter in module.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        key = (id(parameter) in encoder_ids, parameter.dim() >= 2 and "embed" not in name)
+        groups.setdefault(key, []).append(parameter)
+    return [{"params": params, "weight_decay": optim.weight_decay if decays else 0.0,
+             "lr": optim.lr * (optim.encoder_lr_scale if encoder else 1.0)}
+            # Decoder groups first, decaying before non-decaying: the order of older checkpoints' optimizer state.
+            for (encoder, decays), params in sorted(groups.items(), key=lambda item: (item[0][0], not item[0][1]))]
+
+
 def lr_lambda(optim, steps: int):
     def factor(step: int) -> float:
         if step < optim.warmup_steps:
@@ -128,14 +145,9 @@ class Trainer:
         if config.freeze_encoder:
             for parameter in self.model.model.vision_tower.parameters():
                 parameter.requires_grad_(False)
-        trainable = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
-        decay = [p for n, p in trainable if p.dim() >= 2 and "embed" not in n]
-        no_decay = [p for n, p in trainable if not (p.dim() >= 2 and "embed" not in n)]
         optim = config.optim
-        self.optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": optim.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=optim.lr, betas=tuple(optim.betas),
-        )
+        self.optimizer = torch.optim.AdamW(parameter_groups(self.module, self.model, optim),
+                                           lr=optim.lr, betas=tuple(optim.betas))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(optim, config.steps))
         self.state = {"step": 0, "samples": 0, "level": scheduled_level(config.data.curriculum, 0),
                       "elapsed_s": 0.0, "best_cer": None, "best_step": None}
