@@ -61,10 +61,10 @@ def test_bundled_model_transcribes_held_out_pages():
 
 
 def test_bundled_model_reads_five_pages_in_one_pass_with_page_anchored_ids():
-    """One decode over a 5-page held-out document: five pages out, CER 0.02 measured with stage 8 (documents vary: with an
-    earlier checkpoint another seed scored 0.49 with one runaway page). The same weights with sequential rotary ids
-    (the stride removed) lose their place (CER 0.80 measured), so this also fails if the engine stops applying the
-    checkpoint's ``page_position_stride``."""
+    """One decode over a 5-page held-out document: five pages out, CER 0.02 measured with stage 8 (documents vary:
+    with an earlier checkpoint another seed scored 0.49 with one runaway page). The same weights with sequential
+    rotary ids (the stride removed) lose their place (CER 0.80 measured), so this also fails if the engine stops
+    applying the checkpoint's ``page_position_stride``."""
     if bundled_checkpoint() is None:
         pytest.skip("no bundled checkpoint in this tree")
     from unlimited_ocr.bench.long_horizon import heldout_document, load_data_config
