@@ -31,6 +31,20 @@ def tiny_full_checkpoint(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_anchored_checkpoint(tiny_checkpoint, tmp_path_factory) -> Path:
+    """The R-SWA tiny checkpoint with page-anchored positions (stride 64) switched on in its config.json."""
+    import json
+    import shutil
+
+    folder = tmp_path_factory.mktemp("ckpt") / "tiny-anchored"
+    shutil.copytree(tiny_checkpoint, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["page_position_stride"] = 64
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.fixture(scope="session")
 def real_documents() -> Path:
     folder = SHARED / "real_documents"
     if not folder.exists():

@@ -5,6 +5,7 @@
     unlimited-ocr parse doc.pdf -o out/ --model /path/to/Unlimited-OCR --device cuda
     unlimited-ocr parse doc.pdf -o out/ --attention full          # growing-cache comparison
     unlimited-ocr parse doc.pdf -o out/ --mode per-page           # one decode per page, for comparison
+    unlimited-ocr parse book.pdf -o out/ --reference-pages 4      # one pass, 4 pages in the cache at a time
     unlimited-ocr bench decode --pages 10 --tokens 8192 --json decode.json
     unlimited-ocr bench long-horizon --pages 2,5,10,20,40
     unlimited-ocr eval omnidocbench --gt OmniDocBench.json --pred preds/ --out results.json
@@ -42,6 +43,10 @@ def _add_parse(subparsers) -> None:
                         help="rswa (static cache, default) or full (growing cache, for comparison)")
     parser.add_argument("--mode", choices=["one-pass", "per-page"], default="one-pass",
                         help="one-pass (all pages together, default) or per-page (a decode per page)")
+    parser.add_argument("--reference-pages", type=int, default=None, metavar="K",
+                        help="one pass with only K pages in the reference at a time, sliding as the model moves on "
+                             "(books: the cache stays K pages + the window however many pages; needs a checkpoint "
+                             "with page-anchored positions, like the bundled one)")
     parser.add_argument("--image-mode", choices=["base", "gundam"], default="base",
                         help="base (1024 global view) or gundam (tiles + global view; single pages only)")
     parser.add_argument("--no-repeat-ngram", type=int, default=35, help="n-gram size of the loop guard (0: off)")
@@ -72,6 +77,13 @@ def run_parse(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.reference_pages is not None:
+        problem = ("must be at least 2" if args.reference_pages < 2 else
+                   "is for one-pass decoding, not --mode per-page" if args.mode != "one-pass" else
+                   "decodes locally; it cannot be combined with --server" if args.server else None)
+        if problem:
+            print(f"error: --reference-pages {problem}", file=sys.stderr)
+            return 2
     out_dir = Path(args.output)
     paths: list[Path] = []
     failures = 0
@@ -100,7 +112,10 @@ def run_parse(args: argparse.Namespace) -> int:
             transcribe = engine.transcribe_document
         else:
             engine = build_engine(args.model, args.device, args.attention, args.window, args.compile)
-            transcribe = functools.partial(transcribe_document, engine)
+            if args.reference_pages is not None and not engine.loaded.positions.anchored:
+                raise ValueError("--reference-pages needs a checkpoint with page-anchored positions "
+                                 "(page_position_stride in its config.json); this model numbers positions sequentially")
+            transcribe = functools.partial(transcribe_document, engine, reference_pages=args.reference_pages)
     except (ModelNotFoundError, ValueError, RemoteError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -42,9 +42,10 @@ def transcribe_document(
     options: DecodeOptions,
     mode: str = "one-pass",
     on_token: TokenCallback | None = None,
+    reference_pages: int | None = None,
 ) -> DocumentOutput:
     images = [page.image for page in document.good_pages]
-    result = engine.parse(images, options, mode=mode, on_token=on_token)
+    result = engine.parse(images, options, mode=mode, on_token=on_token, reference_pages=reference_pages)
     meta = {
         "model": engine.loaded.source,
         "mode": mode,
@@ -57,4 +58,6 @@ def transcribe_document(
         "prefill_seconds": round(result.prefill_seconds, 3),
         "decode_seconds": round(result.decode_seconds, 3),
     }
+    if reference_pages and mode == "one-pass":
+        meta["reference_pages"] = reference_pages  # pages held at a time (engine/sliding.py)
     return DocumentOutput(source=str(document.path), pages=assign_pages(document, result.pages), meta=meta)

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from unlimited_ocr.rswa.cache import RSWACache
@@ -75,3 +76,36 @@ def test_full_attention_mode_grows_and_sees_everything():
     assert cache.step_mask().shape[-1] == 14
     assert bool(cache.step_mask().all())
     assert cache.slots() >= 14
+
+
+def test_rewriting_part_of_the_reference_in_place():
+    window = 3
+    cache = RSWACache(num_layers=2, window=window)
+    prefill, written = _fill(cache, [10], steps=7)
+    pointer = cache.layers[0].keys.data_ptr()
+    ring_before = cache.layers[1].keys[:, :, 10:].clone()
+    new = torch.randn(1, 2, 4, 4)  # (B, H, T_new, D)
+    slots = torch.tensor([2, 3, 4, 5])
+    with cache.rewriting_reference(slots):
+        for layer in range(2):
+            keys, values = cache.update(new, new, layer)
+            assert keys.shape[2] == 10 + window  # the new tokens attend over the whole buffer
+    layer = cache.layers[1]
+    assert cache.layers[0].keys.data_ptr() == pointer  # in place, no reallocation
+    assert torch.equal(layer.keys[:, :, 2:6], new)
+    assert torch.equal(layer.keys[:, :, :2], prefill[:, :, :2])  # the rest of the reference did not move
+    assert torch.equal(layer.keys[:, :, 6:10], prefill[:, :, 6:])
+    assert torch.equal(layer.keys[:, :, 10:], ring_before)  # the decode ring is untouched
+    assert cache.entries().tolist() == [10 + window] and cache.rewrite_slots is None
+    cache.advance()  # decoding goes on writing the ring, not the rewritten slots
+    token = torch.randn(1, 2, 1, 4)
+    cache.update(token, token, 1)
+    assert torch.equal(layer.keys[:, :, 2:6], new)
+    with pytest.raises(ValueError, match="reference slots"):
+        with cache.rewriting_reference(torch.tensor([9, 10])):  # slot 10 is the ring
+            pass
+    fresh = RSWACache(num_layers=1, window=window)
+    fresh.start([4])
+    with pytest.raises(RuntimeError, match="after the prefill"):
+        with fresh.rewriting_reference(torch.tensor([0])):
+            pass

@@ -12,7 +12,9 @@ Data flow (one way): pages -> pixels -> visual features -> prefill (reference wr
 Modes on the same weights:
 * ``attention="rswa"`` (default): the cache holds L_m + n entries forever;
 * ``attention="full"``: the growing full-attention cache (what DeepSeek-OCR does), for comparison;
-* ``mode="per-page"`` in :meth:`OcrEngine.parse`: a separate decode per page (the loop the paper argues against).
+* ``mode="per-page"`` in :meth:`OcrEngine.parse`: a separate decode per page (the loop the paper argues against);
+* ``reference_pages=K`` in :meth:`OcrEngine.parse`: one pass with only K pages in the reference at a time, sliding
+  over the document as the model moves on (engine/sliding.py): the cache is bounded in pages too.
 
 The decode step calls transformers' own modules (embedding, rotary, decoder layers, norm, head) with our cache and
 our mask; nothing of the model is re-implemented.
@@ -30,11 +32,12 @@ from PIL import Image
 
 from ..model.loading import LoadedModel
 from ..model.preprocess import PagePixels, preprocess_page
-from ..model.prompt import build_input_ids
+from ..model.prompt import build_input_ids, default_prompt
 from ..rswa.cache import RSWACache
 from ..rswa.masks import rswa_mask, to_additive
 from .norepeat import WindowedNoRepeat
 from .pages import split_pages
+from .sliding import SlidingReference
 
 # on_token(row, token_id, page_number): called after every decode step for every row still running.
 TokenCallback = Callable[[int, int, int], None]
@@ -97,6 +100,7 @@ class OcrEngine:
         self.window = window or loaded.window
         self.encode_batch = encode_batch  # pages per vision-tower call (bounds activation memory)
         self.additive_masks = self.model.config._attn_implementation == "eager"
+        self.prefill_experts = getattr(self.language_model.config, "_experts_implementation", None)
         self._step_forward = self._forward_one
         if compile and self.attention == "rswa":
             # Static shapes: the ring keeps the buffer size fixed, so one graph serves every step.
@@ -192,6 +196,18 @@ class OcrEngine:
         finally:
             config._experts_implementation = previous
 
+    @contextmanager
+    def prefill_kernels(self):
+        """The checkpoint's own MoE kernel again, inside the decode loop, for a forward over many tokens (a page
+        written into a sliding reference): see :meth:`decode_kernels`."""
+        config = self.language_model.config
+        previous = getattr(config, "_experts_implementation", None)
+        config._experts_implementation = self.prefill_experts
+        try:
+            yield
+        finally:
+            config._experts_implementation = previous
+
     @torch.no_grad()
     def decode_step(self, cache: RSWACache, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """One token per row: ``tokens``/``positions`` ``(B, 1)`` -> next-token logits ``(B, V)``."""
@@ -217,9 +233,15 @@ class OcrEngine:
         documents: Sequence[Sequence[Image.Image]],
         options: DecodeOptions | None = None,
         on_token: TokenCallback | None = None,
+        reference_pages: int | None = None,
     ) -> list[DocumentResult]:
-        """One decode pass per batch of documents (each a list of page images)."""
+        """One decode pass per batch of documents (each a list of page images).
+
+        ``reference_pages=K``: a document of more than K pages is read in one pass with only K pages in the
+        reference at a time (engine/sliding.py); documents are then decoded one after another."""
         options = options or DecodeOptions()
+        if reference_pages is not None and any(len(pages) > reference_pages for pages in documents):
+            return [self._generate_sliding(pages, options, on_token, reference_pages) for pages in documents]
         prepared = []
         for pages in documents:
             if not pages:
@@ -237,11 +259,18 @@ class OcrEngine:
         prepared: Sequence[tuple[torch.Tensor, list[torch.Tensor]]],
         options: DecodeOptions,
         on_token: TokenCallback | None = None,
+        slider: SlidingReference | None = None,
     ) -> list[DocumentResult]:
-        """Decode from (input_ids, page features) pairs; the benchmark calls this to time the decode alone."""
+        """Decode from (input_ids, page features) pairs; the benchmark calls this to time the decode alone.
+
+        With ``slider`` (one document, engine/sliding.py) ``prepared`` holds the prompt of its first K pages and the
+        reference slides over the rest of the book as the model opens pages."""
         loaded = self.loaded
         device = loaded.device
         batch = len(prepared)
+        if slider is not None and batch != 1:
+            raise ValueError("a sliding reference decodes one document at a time")
+        page_counts = [slider.total_pages if slider is not None else len(features) for _, features in prepared]
         start = time.perf_counter()
         cache, logits = self.prefill(prepared)
         prefill_seconds = time.perf_counter() - start
@@ -273,6 +302,8 @@ class OcrEngine:
                     for row in range(batch):
                         row_positions[row], opened[row] = scheme.advance(
                             row_positions[row], int(chosen_list[row]), opened[row], anchors[row])
+                    if slider is not None and opened[0]:
+                        slider.page_opened(self, cache, opened[0] - 1)  # before the forward that reads on
                     positions = torch.tensor(row_positions, device=device).view(batch, 1)  # (B, 1)
                     logits = self.decode_step(cache, next_tokens, positions)
                 for row in range(batch):
@@ -287,7 +318,7 @@ class OcrEngine:
                 for row, token in enumerate(chosen_list):
                     if not running[row]:
                         continue
-                    num_pages = len(prepared[row][1])
+                    num_pages = page_counts[row]
                     begun = pages_begun(row)
                     if (options.continue_to_last_page and token == loaded.eos_token_id and num_pages > 1
                             and loaded.page_token_id is not None and begun < num_pages):
@@ -315,13 +346,24 @@ class OcrEngine:
         results = []
         for row in range(batch):
             text = self.decode_text(outputs[row])
-            num_pages = len(prepared[row][1])
+            num_pages = page_counts[row]
             results.append(DocumentResult(
                 token_ids=outputs[row], text=text, pages=split_pages(text, num_pages), num_pages=num_pages,
                 reference_length=lengths[row], stop_reason=stop[row], kv_bytes=kv_bytes, kv_entries=int(entries[row]),
                 prefill_seconds=prefill_seconds, decode_seconds=decode_seconds, step_times=step_times,
             ))
         return results
+
+    def _generate_sliding(self, pages: Sequence[Image.Image], options: DecodeOptions,
+                          on_token: TokenCallback | None, reference_pages: int) -> DocumentResult:
+        if len(pages) <= reference_pages:
+            return self.generate([pages], options, on_token)[0]
+        features = self.encode_pages([self.preprocess(page, "base") for page in pages])
+        held = features[:reference_pages]
+        prompt = options.prompt if options.prompt is not None else default_prompt(len(pages))
+        ids = build_input_ids(self.loaded.tokenizer, [f.shape[0] for f in held], prompt)
+        slider = SlidingReference(ids, features, reference_pages, self.loaded.positions)
+        return self.generate_prepared([(ids, held)], options, on_token, slider=slider)[0]
 
     def decode_text(self, token_ids: Sequence[int]) -> str:
         tokenizer = self.loaded.tokenizer
@@ -330,11 +372,12 @@ class OcrEngine:
 
     # -- documents -------------------------------------------------------------------------------------------
     def parse(self, pages: Sequence[Image.Image], options: DecodeOptions | None = None, mode: str = "one-pass",
-              on_token: TokenCallback | None = None) -> DocumentResult:
-        """Transcribe one document: all pages in one pass, or (``mode="per-page"``) one decode per page."""
+              on_token: TokenCallback | None = None, reference_pages: int | None = None) -> DocumentResult:
+        """Transcribe one document: all pages in one pass, or (``mode="per-page"``) one decode per page.
+        ``reference_pages=K`` (one pass): hold only K pages in the reference at a time (engine/sliding.py)."""
         options = options or DecodeOptions()
         if mode == "one-pass":
-            return self.generate([list(pages)], options, on_token)[0]
+            return self.generate([list(pages)], options, on_token, reference_pages=reference_pages)[0]
         if mode != "per-page":
             raise ValueError(f"mode must be 'one-pass' or 'per-page', not {mode!r}")
         parts = []

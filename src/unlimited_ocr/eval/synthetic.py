@@ -7,6 +7,7 @@ For every page count it decodes the same held-out documents in several modes and
 * ``one-pass``  - every page in one prompt, R-SWA decode (the paper's setting; the cache stays L_m + n);
 * ``per-page``  - one decode per page (the loop one-pass replaces), pages joined with ``<PAGE>``;
 * ``full``      - one pass on the same weights with a growing full-attention cache;
+* ``sliding``   - one pass with only ``--reference-pages K`` pages in the reference at a time (engine/sliding.py);
 * ``twin``      - one pass with a separately trained full-attention model (``--twin PATH``, trained with
   ``unlimited-ocr train --attention full``), if given.
 
@@ -45,7 +46,7 @@ except ImportError:  # pragma: no cover - fallback while metrics.py is being wri
         return len(set(grams)) / len(grams) if grams else 1.0
 
 
-MODES = ("one-pass", "per-page", "full", "twin")
+MODES = ("one-pass", "per-page", "full", "twin", "sliding")
 
 
 @dataclass
@@ -155,7 +156,7 @@ def score(documents: list[Document], outputs: list[tuple[str, list[str]]]) -> di
     }
 
 
-def run_mode(engine, documents: list[Document], mode: str, tokens_per_page: int) -> dict:
+def run_mode(engine, documents: list[Document], mode: str, tokens_per_page: int, reference_pages: int = 4) -> dict:
     from ..engine import DecodeOptions
 
     outputs, tokens, kv_bytes, stops = [], 0, 0, []
@@ -165,7 +166,8 @@ def run_mode(engine, documents: list[Document], mode: str, tokens_per_page: int)
             # The same budget per page in every mode: one-pass gets it for all its pages at once.
             pages_per_decode = 1 if mode == "per-page" else len(document.pages)
             options = DecodeOptions(max_new_tokens=tokens_per_page * pages_per_decode)
-            result = engine.parse(document.pages, options, mode="per-page" if mode == "per-page" else "one-pass")
+            result = engine.parse(document.pages, options, mode="per-page" if mode == "per-page" else "one-pass",
+                                  reference_pages=reference_pages if mode == "sliding" else None)
             pages = result.pages if len(document.pages) > 1 or mode == "per-page" else [result.text]
             outputs.append((result.text, pages))
             tokens += len(result.token_ids)
@@ -183,19 +185,21 @@ def run_mode(engine, documents: list[Document], mode: str, tokens_per_page: int)
 
 def evaluate(model: str | None, pages: list[int], docs: int = 4, modes: tuple[str, ...] = ("one-pass", "per-page",
              "full"), twin: str | None = None, level: int | None = None, seed: int = 0, device: str = "cpu",
-             tokens_per_page: int = 0) -> dict:
+             tokens_per_page: int = 0, reference_pages: int = 4) -> dict:
     from ..engine import OcrEngine
     from ..model.loading import load_model
 
     loaded = load_model(model, device=device)
     config, level = data_config_for(loaded.source, level)
     engines = {"one-pass": OcrEngine(loaded, attention="rswa"), "per-page": OcrEngine(loaded, attention="rswa"),
-               "full": OcrEngine(loaded, attention="full")}
+               "full": OcrEngine(loaded, attention="full"), "sliding": OcrEngine(loaded, attention="rswa")}
     if "twin" in modes:
         if not twin:
             raise ValueError("mode 'twin' needs --twin PATH (a model trained with --attention full)")
         engines["twin"] = OcrEngine(load_model(twin, device=device))
     report = {"model": loaded.source, "twin": twin, "level": level, "docs": docs, "results": {}}
+    if "sliding" in modes:
+        report["reference_pages"] = reference_pages
     for num_pages in pages:
         documents = make_documents(config, num_pages, docs, seed)
         longest = max(len(loaded.tokenizer(t, add_special_tokens=False).input_ids)
@@ -203,7 +207,7 @@ def evaluate(model: str | None, pages: list[int], docs: int = 4, modes: tuple[st
         budget = tokens_per_page or int(longest * 1.5) + 16
         report["results"][str(num_pages)] = {}
         for mode in modes:
-            metrics = run_mode(engines[mode], documents, mode, budget)
+            metrics = run_mode(engines[mode], documents, mode, budget, reference_pages)
             report["results"][str(num_pages)][mode] = metrics
             print(f"pages {num_pages:>3} {mode:>9}: CER {metrics['cer']:.3f}  by page "
                   f"{[round(x, 2) for x in metrics['cer_by_page']]}  pages ok {metrics['page_count_ok']:.2f}  "
@@ -221,6 +225,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--docs", type=int, default=4, help="documents per page count")
     parser.add_argument("--modes", default="one-pass,per-page,full", help=f"comma separated, of {MODES}")
     parser.add_argument("--twin", default=None, help="full-attention twin checkpoint (mode 'twin')")
+    parser.add_argument("--reference-pages", type=int, default=4,
+                        help="mode 'sliding': pages held in the reference at a time (>= 2)")
     parser.add_argument("--level", type=int, default=None, help="curriculum level of the documents")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokens-per-page", type=int, default=0, help="decode budget per page (0: from targets)")
@@ -244,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     report = evaluate(args.model, [int(p) for p in args.pages.split(",")], args.docs, modes, args.twin, args.level,
-                      args.seed, device, args.tokens_per_page)
+                      args.seed, device, args.tokens_per_page, args.reference_pages)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
     return 0

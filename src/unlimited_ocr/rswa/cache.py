@@ -13,6 +13,10 @@ keys carry their rotary position already, and softmax attention is permutation i
 doubles when full, like a growing KV cache) and attention reads the filled prefix only, so its cost and memory grow
 with the output, exactly what R-SWA avoids.
 
+After the prefill a block of reference slots can be rewritten in place (``rewriting_reference``: the next forward
+writes its keys/values there instead of a decode slot), e.g. to swap the content of the reference while decoding;
+the number of entries does not change.
+
 The cache also owns the boolean decode mask ``(B, 1, 1, S)`` that matches its buffer (padding slots of shorter rows
 and not-yet-written ring slots hidden). The model only sees ``update``; :class:`RSWACache` is a transformers
 ``Cache``, so it plugs into any transformers attention layer. This module knows nothing about OCR.
@@ -26,6 +30,7 @@ and not-yet-written ring slots hidden). The model only sees ``update``; :class:`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
@@ -63,6 +68,13 @@ class RSWALayerCache(CacheLayerMixin):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         parent = self.parent
+        if parent.rewrite_slots is not None:
+            # Part of the reference replaced after the prefill: the new tokens land in the chosen reference slots
+            # and attend over the whole buffer (the caller's mask says which of it they may see).
+            self.keys.index_copy_(2, parent.rewrite_slots, key_states)  # key_states: (B, H, T_new, D)
+            self.values.index_copy_(2, parent.rewrite_slots, value_states)
+            visible = parent.filled_length
+            return self.keys[:, :, :visible], self.values[:, :, :visible]
         if not parent.prefilled:
             # Prefill: (B, H, L_max, D) lands in the reference region; the prefill attends to itself only.
             length = key_states.shape[2]
@@ -111,6 +123,7 @@ class RSWACache(Cache):
         self.prefilled = False
         self.write_slot = torch.zeros(1, dtype=torch.long)  # slot of the current decode step
         self.decode_mask: torch.Tensor | None = None  # (B, 1, 1, S) bool, True = attend
+        self.rewrite_slots: torch.Tensor | None = None  # reference slots the current forward overwrites, if any
         super().__init__(layers=[RSWALayerCache(self) for _ in range(num_layers)])
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -133,6 +146,22 @@ class RSWACache(Cache):
     def finish_prefill(self) -> None:
         """Mark the reference as written; every later update is a decode step."""
         self.prefilled = True
+
+    @contextmanager
+    def rewriting_reference(self, slots: torch.Tensor):
+        """Inside this block a forward writes its tokens' keys/values into these reference ``slots`` (in token order)
+        instead of a decode slot, e.g. to replace a block of the reference with new content after the prefill. The
+        cache keeps its size: the slots were reference before and stay reference (visible in the decode mask)."""
+        slots = torch.as_tensor(slots, dtype=torch.long, device=self.write_slot.device)
+        if not self.prefilled:
+            raise RuntimeError("rewrite the reference after the prefill, not during it")
+        if slots.numel() and (int(slots.min()) < 0 or int(slots.max()) >= self.max_reference):
+            raise ValueError(f"reference slots must lie in [0, {self.max_reference})")
+        self.rewrite_slots = slots
+        try:
+            yield
+        finally:
+            self.rewrite_slots = None
 
     def advance(self) -> None:
         """Choose the slot of the next decode step and reveal it in the mask. Call once before each decode forward."""
