@@ -64,6 +64,25 @@ def test_local_batch_processes_a_folder_resumes_and_records_failures(folder, tmp
     assert (out / "alpha.md").read_text() == expected_md.read_text()
 
 
+def test_local_batch_with_a_sliding_reference(tmp_path, tiny_anchored_checkpoint, tiny_checkpoint, capsys):
+    from unlimited_ocr.cli import main
+
+    source = tmp_path / "in"
+    source.mkdir()
+    pages = random_pages(3, seed=52, size=(240, 180))
+    pages[0].save(source / "doc.pdf", save_all=True, append_images=pages[1:])
+    out = tmp_path / "out"
+    code = main(["batch", str(source), "-o", str(out), "--model", str(tiny_anchored_checkpoint), "--device", "cpu",
+                 "--max-new-tokens", "8", "--reference-pages", "2"])
+    assert code in (0, 1) and json.loads((out / "doc.json").read_text())["reference_pages"] == 2
+    # Refused before any document is read: K < 2, per-page mode, a model with sequential positions.
+    for extra in (["--reference-pages", "1"], ["--reference-pages", "2", "--mode", "per-page"],
+                  ["--reference-pages", "2", "--model", str(tiny_checkpoint)]):
+        assert main(["batch", str(source), "-o", str(tmp_path / "refused"), *extra]) == 2
+        assert "--reference-pages" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
+
+
 @pytest.mark.skipif(not ray_available(), reason="ray is not installed (pip install 'unlimited-ocr[ray]')")
 def test_ray_batch_on_a_local_two_cpu_instance(folder, tmp_path, tiny_checkpoint):
     import ray

@@ -54,6 +54,7 @@ class BatchSettings:
     no_repeat_ngram: int = 35
     pages: list[int] | None = None
     dpi: int = DEFAULT_DPI
+    reference_pages: int | None = None  # one pass with K pages held at a time (engine/sliding.py); None: all
 
     def options(self, num_pages: int):
         from ..engine import DecodeOptions
@@ -94,7 +95,7 @@ def transcribe(engine, document: Document, settings: BatchSettings) -> DocumentO
     from ..pipeline import transcribe_document
 
     options = settings.options(len(document.good_pages))
-    return transcribe_document(engine, document, options, mode=settings.mode)
+    return transcribe_document(engine, document, options, mode=settings.mode, reference_pages=settings.reference_pages)
 
 
 def record_for(path: Path, name: str, output: DocumentOutput | None, error: str | None, seconds: float) -> dict:
@@ -255,7 +256,13 @@ def run_batch(input_dir: str | Path, out_dir: str | Path, settings: BatchSetting
         return report
     from ..model.loading import resolve_model_path
 
-    resolve_model_path(settings.model)  # a bad --model fails here, once, not in every worker
+    folder = resolve_model_path(settings.model)  # a bad --model fails here, once, not in every worker
+    if settings.reference_pages is not None:
+        from ..model.loading import read_config_json
+
+        if not read_config_json(folder).get("page_position_stride"):
+            raise ValueError("--reference-pages needs a checkpoint with page-anchored positions "
+                             "(page_position_stride in its config.json)")
     out_dir.mkdir(parents=True, exist_ok=True)
     errors_path = out_dir / ERRORS_FILE
     errors_path.write_text("", encoding="utf-8")  # this run's failures only (earlier ones are retried now)
@@ -296,6 +303,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=["one-pass", "per-page"], default="one-pass")
     parser.add_argument("--image-mode", choices=["base", "gundam"], default="base")
     parser.add_argument("--no-repeat-ngram", type=int, default=35, help="n-gram size of the loop guard (0: off)")
+    parser.add_argument("--reference-pages", type=int, default=None, metavar="K",
+                        help="one pass with only K pages in the reference at a time (as parse; needs page-anchored "
+                             "positions)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -307,13 +317,17 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.reference_pages is not None and (args.reference_pages < 2 or args.mode != "one-pass"):
+        print("error: --reference-pages must be at least 2 and goes with --mode one-pass", file=sys.stderr)
+        return 2
     use_ray = args.ray
     if use_ray and not ray_available():
         print("warning: ray is not installed (pip install 'unlimited-ocr[ray]'); running locally", file=sys.stderr)
         use_ray = False
     settings = BatchSettings(model=args.model, device=args.device, attention=args.attention, window=args.window,
                              mode=args.mode, image_mode=args.image_mode, max_new_tokens=args.max_new_tokens,
-                             no_repeat_ngram=args.no_repeat_ngram, pages=pages, dpi=args.dpi)
+                             no_repeat_ngram=args.no_repeat_ngram, pages=pages, dpi=args.dpi,
+                             reference_pages=args.reference_pages)
 
     def progress(done: int, total: int, record: dict) -> None:
         parts = [f"[{done}/{total}] {record['name']}: {record['status']}"]
@@ -326,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = run_batch(args.input_dir, args.output, settings, use_ray=use_ray, address=args.address,
                            actors=args.actors, progress=progress)
-    except (ModelNotFoundError, NotADirectoryError) as error:
+    except (ModelNotFoundError, NotADirectoryError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"{report.total} document(s): {report.written} written ({report.partial} with failed pages), "
