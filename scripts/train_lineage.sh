@@ -24,6 +24,9 @@ done_step() { [ -d "$1/checkpoints/step-$(printf %07d "$2")" ]; }
 stamp() { echo "[$(date +%H:%M:%S)] $*"; }
 mkdir -p "$PREFIX-logs"
 
+S4B="$PREFIX-s4b-$ATTENTION" S5="$PREFIX-s5-$ATTENTION" S6="$PREFIX-s6-$ATTENTION" S7="$PREFIX-s7-$ATTENTION"
+S8="$PREFIX-s8-$ATTENTION"
+if [ ! -d "$S5/export-last" ]; then  # stage 5's export is all that stage 6 needs: with it, stages 1-5 are skipped
 STAGE1="$PREFIX-stage1"
 if [ ! -f "$STAGE1/model.safetensors" ]; then
   mkdir -p "$STAGE1"
@@ -42,8 +45,6 @@ if ! done_step "$PREFIX-s4a" 4400; then stamp 4a
     --mix single --lr 6e-4 --warmup 100 --seed 1 --eval-every 900 --checkpoint-every 600 > "$PREFIX-logs/s4a.out" 2>&1
 fi
 export OMP_NUM_THREADS=2
-S4B="$PREFIX-s4b-$ATTENTION" S5="$PREFIX-s5-$ATTENTION" S6="$PREFIX-s6-$ATTENTION" S7="$PREFIX-s7-$ATTENTION"
-S8="$PREFIX-s8-$ATTENTION"
 if ! done_step "$S4B" 220; then stamp 4b
   $PY -m unlimited_ocr.train --run-dir "$S4B" --init-from "$PREFIX-s4a/checkpoints/step-0004400" $COMMON $MULTI \
     --steps 220 --freeze-encoder --multi-fraction 0.3 --lr 7e-4 --warmup 20 > "$PREFIX-logs/s4b.out" 2>&1
@@ -53,7 +54,9 @@ if ! done_step "$S5" 360; then stamp 5
     --steps 360 --encoder-lr-scale 0.3 --multi-fraction 0.3 --lr 3e-4 --warmup 10 --data-seed 2 \
     > "$PREFIX-logs/s5.out" 2>&1
 fi
-[ -d "$S5/export-last" ] || $PY -m unlimited_ocr.train --run-dir "$S5" --export-only >> "$PREFIX-logs/s5.out" 2>&1
+$PY -m unlimited_ocr.train --run-dir "$S5" --export-only >> "$PREFIX-logs/s5.out" 2>&1
+fi
+export OMP_NUM_THREADS=2
 if ! done_step "$S6" 650; then stamp 6
   $PY -m unlimited_ocr.train --run-dir "$S6" --init-from "$S5/export-last" $COMMON $MULTI \
     --steps 650 --encoder-lr-scale 0.3 --multi-fraction 0.3 --lr 3e-4 --warmup 10 --data-seed 3 \
