@@ -134,6 +134,9 @@ def run_parse(args: argparse.Namespace) -> int:
             budget = args.max_new_tokens or default_max_new_tokens(len(document.good_pages))
             options = DecodeOptions(max_new_tokens=budget, no_repeat_ngram_size=args.no_repeat_ngram or None,
                                     image_mode=args.image_mode)
+            hint = longer_than_trained(engine, len(document.good_pages), args.mode, args.reference_pages)
+            if hint:
+                progress.log(f"note: {path.name}: {hint}")
             progress.start_document(path.name, len(document.good_pages), engine)
             try:
                 output = transcribe(document, options, mode=args.mode, on_token=progress.on_token)
@@ -149,6 +152,25 @@ def run_parse(args: argparse.Namespace) -> int:
                 progress.log(f"warning: {path}: no text for page(s) {', '.join(map(str, missing))}")
             progress.finish_document(output)
     return 1 if failures else 0
+
+
+def longer_than_trained(engine, num_pages: int, mode: str, reference_pages: int | None) -> str | None:
+    """A hint when a one-pass document has more pages than the checkpoint's training documents (read from its
+    ``training_config.json``; the official checkpoint has none) and the sliding reference could hold fewer."""
+    import json
+
+    if mode != "one-pass" or reference_pages or not hasattr(engine, "loaded") or not engine.loaded.positions.anchored:
+        return None
+    path = Path(engine.loaded.source) / "training_config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))["data"]
+        trained = int(data["max_pages"]) if data.get("mix") != "single" else 1
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if num_pages <= trained:
+        return None
+    return (f"{num_pages} pages, but this checkpoint was trained on documents of at most {trained}; "
+            f"--reference-pages 4 holds fewer pages at a time and reads long documents better (README, Books)")
 
 
 def build_engine(model: str | None, device: str | None, attention: str | None, window: int | None,

@@ -125,6 +125,22 @@ def test_parse_command_with_a_sliding_reference(tmp_path, tiny_anchored_checkpoi
     assert data["reference_length"] == build_input_ids(loaded.tokenizer, [21, 21]).shape[0]  # 2 pages held, not 3
 
 
+def test_parse_suggests_the_sliding_reference_beyond_the_trained_length(tmp_path, tiny_anchored_checkpoint, capsys):
+    import shutil
+
+    from tests.test_cli import _three_page_pdf
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_anchored_checkpoint, folder)
+    (folder / "training_config.json").write_text(json.dumps({"data": {"mix": "mixed", "max_pages": 2}}))
+    pdf = _three_page_pdf(tmp_path / "report.pdf")
+    common = ["parse", str(pdf), "--model", str(folder), "--max-new-tokens", "8", "--quiet"]
+    main([*common, "-o", str(tmp_path / "a")])
+    assert "trained on documents of at most 2" in capsys.readouterr().err
+    main([*common, "-o", str(tmp_path / "b"), "--reference-pages", "2"])
+    assert "trained on documents" not in capsys.readouterr().err
+
+
 def test_sequential_positions_are_refused(tiny_checkpoint, tmp_path, capsys):
     engine = OcrEngine(load_model(str(tiny_checkpoint)))
     with pytest.raises(ValueError, match="page-anchored"):
