@@ -8,6 +8,9 @@ transformers' own ``generate()`` on the same tiny random checkpoint (built on th
     unlimited-ocr bench decode --pages 10 --tokens 32768 --positions 256,1024,2048,4096,8192,16384,32768 \
         --engines rswa,full --plot runs/decode.png     # the paper's Table 4 / Fig. 3
 
+    # GPU: the official model's shapes (3B MoE decoder, SAM-B + CLIP-L encoder), random bf16 weights
+    unlimited-ocr bench decode --device cuda --preset official --pages 10 --tokens 4096 --engines rswa,full
+
 Each engine runs in its own process, so its peak RSS is its own. All three decode greedily with the paper's
 no-repeat rule (35-gram, window 1024 for several pages) and never stop early (EOS is suppressed). tok/s at
 position p is 1 / the median step latency of the 128 steps ending at p (a median, so a burst of load from another
@@ -37,7 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engines", default="rswa,full,transformers",
                         help="comma list of rswa, full, transformers (default: all three)")
     parser.add_argument("--json", default=None, help="write the rows as JSON to this path")
-    parser.add_argument("--checkpoint", default=None, help="use this checkpoint instead of a tiny random one")
+    parser.add_argument("--checkpoint", default=None, help="use this checkpoint instead of a random one")
+    parser.add_argument("--preset", choices=["tiny", "official"], default="tiny",
+                        help="random model when no --checkpoint: tiny (256 hidden, 4 layers; the CPU default) or "
+                             "official (the released model's shapes: 12-layer 64-expert MoE decoder, SAM-B + CLIP-L; "
+                             "our character vocabulary; for a GPU)")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                        help="default auto: bfloat16 on CUDA, float32 on CPU")
     # One thread each by default: with OpenMP spin-waiting, 2 threads on 2 busy cores can be 20x slower, which
     # would make the figures measure the neighbours instead of the engines.
     parser.add_argument("--threads", type=int, default=1, help="torch threads per engine process (default 1)")
@@ -47,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile", action="store_true",
                         help="run our R-SWA decode step under torch.compile (static shapes; the one-off compile "
                              "time is reported as the first step's latency, not hidden in the rates)")
+    parser.add_argument("--compile-mode", default=None, choices=["default", "reduce-overhead", "max-autotune"],
+                        help="torch.compile mode with --compile (reduce-overhead: CUDA graphs on a GPU)")
 
 
 def positions_for(tokens: int) -> list[int]:
@@ -85,22 +97,24 @@ def _random_pages(count: int, seed: int = 0):
 
 
 def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads: int | None, compile_step: bool,
-            queue) -> None:
+            device: str, dtype: str | None, compile_mode: str | None, queue) -> None:
     """Runs in a child process: one engine, one decode, report timings and memory."""
     import torch
     from transformers.utils import logging as hf_logging
 
     from ..engine import DecodeOptions, OcrEngine
-    from ..model.loading import load_model
+    from ..model.loading import dtype_from_name, load_model
     from ..model.prompt import build_input_ids
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     if threads:
         torch.set_num_threads(threads)
-    loaded = load_model(checkpoint)
+    loaded = load_model(checkpoint, device=device, dtype=dtype_from_name(dtype))
     attention = "full" if engine_name == "full" else "rswa"
-    engine = OcrEngine(loaded, attention=attention, compile=compile_step and engine_name == "rswa")
+    engine = OcrEngine(loaded, attention=attention, compile=compile_step and engine_name == "rswa",
+                       compile_mode=compile_mode)
+    on_gpu = loaded.device.type == "cuda"
     pixels = [engine.preprocess(page) for page in _random_pages(pages)]
     features = engine.encode_pages(pixels)
     input_ids = build_input_ids(loaded.tokenizer, [f.shape[0] for f in features])
@@ -122,6 +136,9 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
         "kv_bytes": int(kv_bytes),
         "first_step_s": first_step,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        # On a GPU the KV cache lives in device memory: report the peak the CUDA allocator saw.
+        "peak_gpu_mb": torch.cuda.max_memory_allocated(loaded.device) / 2**20 if on_gpu else None,
+        "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
         "reference_length": int(input_ids.shape[0]),
     })
 
@@ -149,7 +166,8 @@ def _transformers_generate(engine, input_ids, features, tokens: int, window: int
     config.no_repeat_ngram_window_size = window
     with torch.no_grad():
         embeds = engine._embed_prompt(input_ids, features)[None]  # (1, T, D)
-        output = model.generate(inputs_embeds=embeds, attention_mask=torch.ones(embeds.shape[:2], dtype=torch.long),
+        output = model.generate(inputs_embeds=embeds,
+                                attention_mask=torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device),
                                 generation_config=config, streamer=Stamp(), return_dict_in_generate=True)
     kv_bytes = 0
     for layer in output.past_key_values.layers:
@@ -161,13 +179,15 @@ def _transformers_generate(engine, input_ids, features, tokens: int, window: int
 
 
 def run_engine(engine_name: str, checkpoint: str, pages: int, tokens: int, threads: int | None,
-               compile_step: bool = False) -> dict:
-    return run_isolated(_worker, engine_name, checkpoint, pages, tokens, threads, compile_step)
+               compile_step: bool = False, device: str = "cpu", dtype: str | None = None,
+               compile_mode: str | None = None) -> dict:
+    return run_isolated(_worker, engine_name, checkpoint, pages, tokens, threads, compile_step, device, dtype,
+                        compile_mode)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..model.presets import BENCH_PRESET
-    from ..model.random_checkpoint import write_random_checkpoint
+    from ..model.random_checkpoint import write_official_size_checkpoint, write_random_checkpoint
 
     engines = [name.strip() for name in args.engines.split(",") if name.strip()]
     unknown = set(engines) - {"rswa", "full", "transformers"}
@@ -175,34 +195,53 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: unknown engine(s) {sorted(unknown)}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as folder:
-        checkpoint = args.checkpoint or str(write_random_checkpoint(Path(folder) / "tiny", BENCH_PRESET))
+        if args.checkpoint:
+            checkpoint, described = args.checkpoint, args.checkpoint
+        elif args.preset == "official":
+            print("writing a random official-size checkpoint...", file=sys.stderr, flush=True)
+            checkpoint = str(write_official_size_checkpoint(Path(folder) / "official", device=args.device))
+            described = "random UnlimitedOcr of the official shapes (1280 hidden, 12 layers, 64 experts top-6)"
+        else:
+            checkpoint = str(write_random_checkpoint(Path(folder) / "tiny", BENCH_PRESET))
+            described = (f"tiny random UnlimitedOcr ({BENCH_PRESET.hidden_size} hidden, "
+                         f"{BENCH_PRESET.num_layers} layers)")
+        cell = dict(device=args.device, dtype=args.dtype, compile_mode=args.compile_mode)
         positions = ([int(p) for p in args.positions.split(",") if p.strip()] if args.positions
                      else positions_for(args.tokens))
         rows, results = [], {}
         for name in engines:
             print(f"running {name} ({args.tokens} tokens, {args.pages} pages)...", file=sys.stderr, flush=True)
-            results[name] = run_engine(name, checkpoint, args.pages, args.tokens, args.threads, args.compile)
+            results[name] = run_engine(name, checkpoint, args.pages, args.tokens, args.threads, args.compile, **cell)
+            rates = ", ".join(f"{rate_at(results[name]['step_times'], p):.1f}" for p in positions)
+            print(f"  {name}: tok/s at {positions} = {rates}", file=sys.stderr, flush=True)  # survives a timeout
             for position in positions:
                 rows.append({
                     "engine": name, "position": position,
                     "tok_per_s": round(rate_at(results[name]["step_times"], position), 2),
                     "tok_per_s_cpu": round(rate_at(results[name]["cpu_times"], position), 2),
                     "kv_bytes": results[name]["kv_bytes"], "peak_rss_mb": round(results[name]["peak_rss_mb"], 1),
+                    "peak_gpu_mb": (round(results[name]["peak_gpu_mb"], 1) if results[name]["peak_gpu_mb"] is not None
+                                    else None),
                 })
         short = None
         if "rswa" in engines and args.tokens >= 2048:
             short_tokens = args.tokens // 8
             print(f"running rswa again with {short_tokens} tokens (memory growth check)...", file=sys.stderr)
-            short = run_engine("rswa", checkpoint, args.pages, short_tokens, args.threads, args.compile)
+            short = run_engine("rswa", checkpoint, args.pages, short_tokens, args.threads, args.compile, **cell)
     reference = next(iter(results.values()))["reference_length"]
+    first = next(iter(results.values()))
+    on_gpu = first["peak_gpu_mb"] is not None
     print(f"\nDecode benchmark: {args.pages} pages (L_m = {reference} reference positions), {args.tokens} tokens, "
-          f"tiny random UnlimitedOcr ({BENCH_PRESET.hidden_size} hidden, {BENCH_PRESET.num_layers} layers)"
-          f"{', R-SWA step under torch.compile' if args.compile else ''}\n")
-    print("| engine | position | tok/s (wall) | tok/s (CPU time) | KV bytes | peak RSS (MB) |")
+          f"{described}, {first['device']} {first['dtype']}"
+          f"{', R-SWA step under torch.compile' if args.compile else ''}"
+          f"{f' ({args.compile_mode})' if args.compile and args.compile_mode else ''}\n")
+    memory = "peak GPU (MB)" if on_gpu else "peak RSS (MB)"
+    print(f"| engine | position | tok/s (wall) | tok/s (CPU time) | KV bytes | {memory} |")
     print("|---|---:|---:|---:|---:|---:|")
     for row in rows:
+        peak = row["peak_gpu_mb"] if on_gpu else row["peak_rss_mb"]
         print(f"| {row['engine']} | {row['position']} | {row['tok_per_s']:.1f} | {row['tok_per_s_cpu']:.1f} | "
-              f"{row['kv_bytes']:,} | {row['peak_rss_mb']:.0f} |")
+              f"{row['kv_bytes']:,} | {peak:.0f} |")
     summary = summarize(rows, args.tokens, results, short)
     for line in summary["lines"]:
         print(line)
@@ -248,8 +287,14 @@ def summarize(rows: list[dict], tokens: int, results: dict, short: dict | None) 
         values["rswa_first_step_s"] = round(first_step, 3)
         lines.append(f"  rswa first decode step (includes any torch.compile): {first_step:.2f} s")
     if short and "rswa" in results:
-        growth = results["rswa"]["peak_rss_mb"] / short["peak_rss_mb"]
-        values["rswa_peak_rss_growth"] = round(growth, 3)
-        lines.append(f"  R-SWA peak RSS at {tokens} tokens / at {tokens // 8} tokens = {growth:.3f} "
-                     f"({results['rswa']['peak_rss_mb']:.0f} MB vs {short['peak_rss_mb']:.0f} MB)")
+        key, label = (("peak_gpu_mb", "GPU memory") if results["rswa"].get("peak_gpu_mb") is not None
+                      else ("peak_rss_mb", "RSS"))
+        growth = results["rswa"][key] / short[key]
+        values["rswa_peak_rss_growth" if key == "peak_rss_mb" else "rswa_peak_gpu_growth"] = round(growth, 3)
+        lines.append(f"  R-SWA peak {label} at {tokens} tokens / at {tokens // 8} tokens = {growth:.3f} "
+                     f"({results['rswa'][key]:.0f} MB vs {short[key]:.0f} MB)")
+    if "full" in results and "rswa" in results and results["rswa"]["kv_bytes"]:
+        ratio = results["full"]["kv_bytes"] / results["rswa"]["kv_bytes"]
+        values["full_over_rswa_kv_bytes"] = round(ratio, 3)
+        lines.append(f"  KV cache at {tokens} tokens: full / R-SWA = {ratio:.2f}x")
     return {"lines": lines, "values": values}

@@ -185,19 +185,20 @@ def run_mode(engine, documents: list[Document], mode: str, tokens_per_page: int,
 
 def evaluate(model: str | None, pages: list[int], docs: int = 4, modes: tuple[str, ...] = ("one-pass", "per-page",
              "full"), twin: str | None = None, level: int | None = None, seed: int = 0, device: str = "cpu",
-             tokens_per_page: int = 0, reference_pages: int = 4) -> dict:
+             tokens_per_page: int = 0, reference_pages: int = 4, dtype: str | None = None) -> dict:
     from ..engine import OcrEngine
-    from ..model.loading import load_model
+    from ..model.loading import dtype_from_name, load_model
 
-    loaded = load_model(model, device=device)
+    loaded = load_model(model, device=device, dtype=dtype_from_name(dtype))
     config, level = data_config_for(loaded.source, level)
     engines = {"one-pass": OcrEngine(loaded, attention="rswa"), "per-page": OcrEngine(loaded, attention="rswa"),
                "full": OcrEngine(loaded, attention="full"), "sliding": OcrEngine(loaded, attention="rswa")}
     if "twin" in modes:
         if not twin:
             raise ValueError("mode 'twin' needs --twin PATH (a model trained with --attention full)")
-        engines["twin"] = OcrEngine(load_model(twin, device=device))
-    report = {"model": loaded.source, "twin": twin, "level": level, "docs": docs, "results": {}}
+        engines["twin"] = OcrEngine(load_model(twin, device=device, dtype=dtype_from_name(dtype)))
+    report = {"model": loaded.source, "twin": twin, "level": level, "docs": docs, "device": str(loaded.device),
+              "dtype": str(loaded.dtype).replace("torch.", ""), "results": {}}
     if "sliding" in modes:
         report["reference_pages"] = reference_pages
     for num_pages in pages:
@@ -230,7 +231,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--level", type=int, default=None, help="curriculum level of the documents")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokens-per-page", type=int, default=0, help="decode budget per page (0: from targets)")
-    parser.add_argument("--device", default=None)
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                        help="default auto: bfloat16 on CUDA, float32 on CPU")
     parser.add_argument("--out", default=None, help="write the JSON report here")
     return parser
 
@@ -250,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     report = evaluate(args.model, [int(p) for p in args.pages.split(",")], args.docs, modes, args.twin, args.level,
-                      args.seed, device, args.tokens_per_page, args.reference_pages)
+                      args.seed, device, args.tokens_per_page, args.reference_pages, args.dtype)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
     return 0

@@ -24,6 +24,19 @@ from .positions import PagePositions
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "checkpoints" / "unlimited-ocr-tiny"
 
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
+
+
+def dtype_from_name(name: str | None) -> torch.dtype | None:
+    """``--dtype`` -> torch dtype; ``None`` or ``"auto"``: bfloat16 on CUDA, float32 on CPU (see :func:`load_model`)."""
+    if name in (None, "auto"):
+        return None
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError(f"--dtype must be auto or one of {sorted(DTYPES)}, not {name!r}") from None
+
+
 class ModelNotFoundError(RuntimeError):
     """The ``--model`` argument names nothing we can load (offline, missing folder, wrong files)."""
 

@@ -47,3 +47,25 @@ def write_random_checkpoint(
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def write_official_size_checkpoint(folder: str | os.PathLike, device: str = "cuda", seed: int = 0) -> Path:
+    """A random checkpoint with the released model's shapes (transformers' default ``UnlimitedOcrConfig``: SAM-B +
+    CLIP-L encoder, 12-layer MoE decoder, 1280 hidden, 64 routed experts top-6 + 2 shared) and our character
+    vocabulary, in bfloat16 (~6 GB). Built on ``device`` (a GPU initialises 3B parameters in seconds; a CPU takes
+    minutes) with transformers' own initialisation; for speed and memory benchmarks, not for reading."""
+    from transformers import UnlimitedOcrConfig
+
+    tokenizer = build_char_tokenizer()
+    config = UnlimitedOcrConfig(
+        text_config=dict(vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id),
+        image_token_id=tokenizer.convert_tokens_to_ids(IMAGE),
+    )
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = UnlimitedOcrForConditionalGeneration(config).to(torch.bfloat16).eval()
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -571,6 +571,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="checkpoint folder or hub id (default: the bundled model)")
     parser.add_argument("--served-model-name", default=None, help="model id clients send (default: --model's path)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                        help="weights and activations (default auto: bfloat16 on CUDA, float32 on CPU)")
     parser.add_argument("--attention", choices=["rswa", "full"], default=None, help="default: the checkpoint's")
     parser.add_argument("--window", type=int, default=None, help="R-SWA window n (default: the checkpoint's)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine)")
@@ -598,7 +600,7 @@ def run(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     try:
-        engine = build_engine(args.model, args.device, args.attention, args.window)
+        engine = build_engine(args.model, args.device, args.attention, args.window, dtype=args.dtype)
     except (ModelNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
