@@ -2,7 +2,7 @@
 
 import json
 
-from unlimited_ocr.eval.synthetic import main, make_documents, score
+from unlimited_ocr.eval.synthetic import main, make_documents, paired_difference, score
 from unlimited_ocr.train.config import ModelSettings, TrainConfig
 from unlimited_ocr.train.trainer import Trainer, data_config
 
@@ -29,6 +29,18 @@ def test_score_perfect_and_missing_page():
     assert perfect["cer"] == 0 and perfect["cer_by_page"] == [0, 0] and perfect["page_count_ok"] == 1
     missing = score(documents, [("<PAGE>" + truth[0], [truth[0]])])
     assert missing["cer_by_page"] == [0, 1.0] and missing["page_count_ok"] == 0
+    assert missing["document_chars"] == [len("\n".join(truth))]
+    assert missing["document_edits"] == [len(truth[1]) + 1]  # the second page and the newline joining it
+
+
+def test_paired_difference_by_hand():
+    # Three documents of 100, 50, 50 characters; B makes 4 more edits in all: +4 / 200 = +0.02.
+    paired = paired_difference([1, 0, 3], [2, 3, 3], [100, 50, 50], resamples=500)
+    assert abs(paired["difference"] - 0.02) < 1e-12 and paired["documents"] == 3
+    assert paired["low"] <= paired["difference"] <= paired["high"]
+    assert paired["low"] >= 0  # B is never better on any document, so no resample can favour it
+    same = paired_difference([5, 1], [5, 1], [40, 60])
+    assert same == {"difference": 0.0, "low": 0.0, "high": 0.0, "documents": 2}
 
 
 def test_eval_synthetic_cli(tmp_path):
@@ -45,4 +57,6 @@ def test_eval_synthetic_cli(tmp_path):
             assert 0 <= result["distinct_20"] <= 1 and result["cer"] >= 0
             assert len(result["cer_by_page"]) == int(pages)
             assert result["tokens"] <= 3 * int(pages)
+        paired = report["twin_minus_one_pass"][pages]  # the twin is the same folder: no difference at all
+        assert paired["difference"] == 0 and paired["low"] == paired["high"] == 0
     assert data_config  # the eval renders pages with the training data config (training_config.json)

@@ -134,10 +134,13 @@ def score(documents: list[Document], outputs: list[tuple[str, list[str]]]) -> di
     by_page_chars: dict[int, int] = {}
     page_count_ok = 0
     distinct20, distinct35 = [], []
+    document_edits, document_chars = [], []
     for document, (text, pages) in zip(documents, outputs):
         reference = "\n".join(document.page_texts)
         hypothesis = "\n".join(pages)
-        edits += edit_distance(reference, hypothesis)
+        document_edits.append(edit_distance(reference, hypothesis))
+        document_chars.append(len(reference))
+        edits += document_edits[-1]
         chars += len(reference)
         page_count_ok += len(pages) == len(document.page_texts)
         for index, truth in enumerate(document.page_texts):
@@ -153,7 +156,25 @@ def score(documents: list[Document], outputs: list[tuple[str, list[str]]]) -> di
         "page_count_ok": page_count_ok / count,
         "distinct_20": sum(distinct20) / count,
         "distinct_35": sum(distinct35) / count,
+        # Per document, in order: what a paired comparison of two modes on the same documents needs.
+        "document_edits": document_edits,
+        "document_chars": document_chars,
     }
+
+
+def paired_difference(edits_a: list[int], edits_b: list[int], chars: list[int], resamples: int = 4000,
+                      seed: int = 0) -> dict:
+    """CER of B minus CER of A on the same documents, with a 95% bootstrap interval over documents (documents are
+    resampled with their A and B edits together, so what both modes find hard cancels out)."""
+    import numpy as np
+
+    a, b, n = (np.asarray(x, dtype=np.float64) for x in (edits_a, edits_b, chars))
+    difference = float((b.sum() - a.sum()) / max(n.sum(), 1.0))
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(n), size=(resamples, len(n)))  # (R, D) document indices
+    samples = (b[picks].sum(1) - a[picks].sum(1)) / np.maximum(n[picks].sum(1), 1.0)  # (R,)
+    low, high = np.percentile(samples, [2.5, 97.5])
+    return {"difference": difference, "low": float(low), "high": float(high), "documents": int(len(n))}
 
 
 def run_mode(engine, documents: list[Document], mode: str, tokens_per_page: int, reference_pages: int = 4) -> dict:
@@ -215,6 +236,13 @@ def evaluate(model: str | None, pages: list[int], docs: int = 4, modes: tuple[st
                   f"D20 {metrics['distinct_20']:.3f} D35 {metrics['distinct_35']:.3f}  {metrics['seconds']:.1f}s "
                   f"{metrics['tokens_per_second']:.0f} tok/s  KV {metrics['kv_bytes'] / 2**20:.1f} MiB  peak "
                   f"{metrics['peak_memory_bytes'] / 2**20:.1f} MiB", flush=True)
+        if "one-pass" in modes and "twin" in modes:
+            ours, theirs = (report["results"][str(num_pages)][m] for m in ("one-pass", "twin"))
+            paired = paired_difference(ours["document_edits"], theirs["document_edits"], ours["document_chars"])
+            report.setdefault("twin_minus_one_pass", {})[str(num_pages)] = paired
+            print(f"pages {num_pages:>3} twin CER - one-pass CER: {paired['difference']:+.4f} (95% bootstrap interval "
+                  f"over {paired['documents']} documents: {paired['low']:+.4f} to {paired['high']:+.4f}; "
+                  f"> 0: R-SWA reads better)", flush=True)
     return report
 
 
