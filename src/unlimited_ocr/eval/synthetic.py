@@ -11,6 +11,11 @@ For every page count it decodes the same held-out documents in several modes and
 * ``twin``      - one pass with a separately trained full-attention model (``--twin PATH``, trained with
   ``unlimited-ocr train --attention full``), if given.
 
+    unlimited-ocr eval synthetic --modes one-pass,twin --twin runs/tw-s8-full/export --pages 2,5,10,20 --docs 64
+
+With both ``one-pass`` and ``twin`` the report adds, per page count, twin minus one-pass CER on the same documents
+with a 95% bootstrap interval over documents (``twin_minus_one_pass``; > 0: R-SWA reads better).
+
 Metrics: CER (corpus: edit distance / reference characters, on the page texts joined with newlines), CER by page
 index (page i of the output, split on ``<PAGE>``, against page i of the truth), the share of documents whose output
 has the right page count, Distinct-20 and Distinct-35 over output characters (low = looping), wall time, tokens/s,
