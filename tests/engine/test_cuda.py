@@ -5,12 +5,12 @@ token-equality checks run in float64 (CUDA supports it) so that kernel differenc
 bundled model is then checked in the dtype users get on a GPU (bfloat16) with the CPU tests' loose CER bounds.
 """
 
-import copy
-
 import pytest
 import torch
 
 from tests.conftest import random_pages
+from tests.engine.test_equivalence import _transformers_tokens
+from tests.model.test_bundled import single_page_errors
 from unlimited_ocr.engine import DecodeOptions, OcrEngine
 from unlimited_ocr.model.loading import bundled_checkpoint, load_model
 from unlimited_ocr.model.prompt import build_input_ids
@@ -22,22 +22,6 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 def _load(path, dtype=torch.float64):
     return load_model(str(path), device=DEVICE, dtype=dtype, experts_implementation="eager")
-
-
-def _transformers_tokens(loaded, engine, pages, max_new_tokens):
-    pixels = [engine.preprocess(page) for page in pages]
-    ids = build_input_ids(loaded.tokenizer, [p.num_positions for p in pixels])[None].to(DEVICE)
-    config = copy.deepcopy(loaded.model.generation_config)
-    config.update(max_new_tokens=max_new_tokens, do_sample=False, no_repeat_ngram_size=35)
-    config.no_repeat_ngram_window_size = 1024 if len(pages) > 1 else 128
-    output = loaded.model.generate(
-        input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config,
-        pixel_values=torch.stack([p.global_view for p in pixels]).to(DEVICE, loaded.dtype),
-    )
-    tokens = output[0, ids.shape[1]:].tolist()
-    if tokens and tokens[-1] == loaded.eos_token_id:
-        tokens = tokens[:-1]
-    return tokens
 
 
 @pytest.fixture(scope="module")
@@ -148,19 +132,13 @@ def test_bundled_model_reads_on_the_gpu_in_bfloat16():
     if bundled_checkpoint() is None:
         pytest.skip("no bundled checkpoint in this tree")
     from unlimited_ocr.bench.long_horizon import heldout_document, load_data_config, score
-    from unlimited_ocr.eval.metrics import character_error_rate
 
     loaded = load_model(None, device=DEVICE)
     assert loaded.dtype == torch.bfloat16
     engine = OcrEngine(loaded)
-    config = load_data_config(None)
-    errors = []
-    for seed in (101, 102, 103):
-        sample = heldout_document(config, pages=1, seed=seed)
-        result = engine.parse(sample.images, DecodeOptions(max_new_tokens=2 * len(sample.target) + 32))
-        errors.append(character_error_rate(sample.target, result.text))
+    errors = single_page_errors(engine)
     assert sum(errors) / len(errors) < 0.35, errors
-    document = heldout_document(config, pages=8, seed=3)
+    document = heldout_document(load_data_config(None), pages=8, seed=3)
     result = engine.parse([image.convert("RGB") for image in document.images], DecodeOptions(max_new_tokens=1200))
     scores = score(document.page_targets, result.pages)
     assert scores["predicted_pages"] == 8

@@ -22,13 +22,13 @@ def _load(path):
 
 def _transformers_tokens(loaded, engine, pages, max_new_tokens):
     pixels = [engine.preprocess(page) for page in pages]
-    ids = build_input_ids(loaded.tokenizer, [p.num_positions for p in pixels])[None]
+    ids = build_input_ids(loaded.tokenizer, [p.num_positions for p in pixels])[None].to(loaded.device)
     config = copy.deepcopy(loaded.model.generation_config)
     config.update(max_new_tokens=max_new_tokens, do_sample=False, no_repeat_ngram_size=35)
     config.no_repeat_ngram_window_size = 1024 if len(pages) > 1 else 128
     output = loaded.model.generate(
         input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config,
-        pixel_values=torch.stack([p.global_view for p in pixels]).to(torch.float64),
+        pixel_values=torch.stack([p.global_view for p in pixels]).to(loaded.device, loaded.dtype),
     )
     tokens = output[0, ids.shape[1]:].tolist()
     if tokens and tokens[-1] == loaded.eos_token_id:

@@ -46,11 +46,7 @@ def test_bundled_model_transcribes_held_out_pages():
 
     engine = OcrEngine(load_model(None, device="cpu"))
     config = load_data_config(None)
-    errors = []
-    for seed in (101, 102, 103):
-        sample = heldout_document(config, pages=1, seed=seed)
-        result = engine.parse(sample.images, DecodeOptions(max_new_tokens=2 * len(sample.target) + 32))
-        errors.append(character_error_rate(sample.target, result.text))
+    errors = single_page_errors(engine)
     assert sum(errors) / len(errors) < 0.35, errors
     document = heldout_document(config, pages=3, seed=104)
     result = engine.parse(document.images, DecodeOptions(max_new_tokens=2 * len(document.target) + 64),
@@ -88,3 +84,18 @@ def test_bundled_model_reads_five_pages_in_one_pass_with_page_anchored_ids():
         loaded.model.config.page_position_stride = 512
     sequential = character_error_rate(truth, "\n".join(sequential_result.pages))
     assert sequential > anchored + 0.3, (anchored, sequential)
+
+
+def single_page_errors(engine) -> list[float]:
+    """CER of ``engine`` on three held-out single pages of the bundled model's training style (seeds 101-103)."""
+    from unlimited_ocr.bench.long_horizon import heldout_document, load_data_config
+    from unlimited_ocr.engine import DecodeOptions
+    from unlimited_ocr.eval.metrics import character_error_rate
+
+    config = load_data_config(None)
+    errors = []
+    for seed in (101, 102, 103):
+        sample = heldout_document(config, pages=1, seed=seed)
+        result = engine.parse(sample.images, DecodeOptions(max_new_tokens=2 * len(sample.target) + 32))
+        errors.append(character_error_rate(sample.target, result.text))
+    return errors
