@@ -9,6 +9,8 @@
     unlimited-ocr bench decode --pages 10 --tokens 8192 --json decode.json
     unlimited-ocr bench long-horizon --pages 2,5,10,20,40
     unlimited-ocr eval omnidocbench --gt OmniDocBench.json --pred preds/ --out results.json
+    unlimited-ocr eval pdf-text manual.pdf --pages 1-6 --peer tesseract
+    unlimited-ocr data pdf-pairs manuals/*.pdf -o data/real
     unlimited-ocr serve --port 8000 --max-batch 4
     unlimited-ocr parse doc.pdf -o out/ --server http://127.0.0.1:8000
     unlimited-ocr batch scans/ -o out/ --ray
@@ -27,43 +29,32 @@ import sys
 import time
 from pathlib import Path
 
+from . import runtime
+from .runtime import EngineSpecError, add_engine_arguments, spec_from_args
+
 
 def _add_parse(subparsers) -> None:
     parser = subparsers.add_parser("parse", help="transcribe PDFs/images to markdown + JSON",
                                    description="Transcribe documents; every page of a document in one decoding pass.")
     parser.add_argument("inputs", nargs="+", help="PDF or image files, or folders of them")
     parser.add_argument("-o", "--output", required=True, help="output folder (NAME.md and NAME.json per input)")
-    parser.add_argument("--model", default=None, help="checkpoint folder or hub id (default: the bundled model)")
     parser.add_argument("--pages", default=None, help="1-based pages to read, e.g. 1-3,7 (default: all)")
     parser.add_argument("--dpi", type=int, default=144, help="PDF render resolution (default 144)")
     parser.add_argument("--max-new-tokens", type=int, default=None,
                         help="decode budget per document (default 2048 per page)")
-    parser.add_argument("--window", type=int, default=None, help="R-SWA window n (default: the checkpoint's)")
-    parser.add_argument("--attention", choices=["rswa", "full"], default=None,
-                        help="rswa (static cache, default) or full (growing cache, for comparison)")
     parser.add_argument("--mode", choices=["one-pass", "per-page"], default="one-pass",
                         help="one-pass (all pages together, default) or per-page (a decode per page)")
-    parser.add_argument("--reference-pages", type=int, default=None, metavar="K",
-                        help="one pass with only K pages in the reference at a time, sliding as the model moves on "
-                             "(books: the cache stays K pages + the window however many pages; needs a checkpoint "
-                             "with page-anchored positions, like the bundled one)")
     parser.add_argument("--image-mode", choices=["base", "gundam"], default="base",
                         help="base (1024 global view) or gundam (tiles + global view; single pages only)")
     parser.add_argument("--no-repeat-ngram", type=int, default=35, help="n-gram size of the loop guard (0: off)")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                        help="weights and activations (default auto: bfloat16 on CUDA, float32 on CPU)")
     parser.add_argument("--skip-existing", action="store_true", help="skip inputs whose NAME.md and NAME.json exist")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--compile", action="store_true",
-                        help="torch.compile the R-SWA decode step (not --attention full): ~1.5x faster steps after a "
-                             "one-off compile of 20-50 s on CPU; with CUDA graphs on a GPU, ~6x (official shapes, "
-                             "H200); worth it for long documents")
     parser.add_argument("--server", default=None, metavar="URL",
                         help="decode on this OpenAI-compatible server (ours, vLLM, SGLang) instead of loading a model;"
                              " --model/--device/--attention/--window are then the server's business")
     parser.add_argument("--served-model", default=None,
                         help="with --server: the model id to request (default: the first one the server lists)")
+    add_engine_arguments(parser)
 
 
 def run_parse(args: argparse.Namespace) -> int:
@@ -80,13 +71,14 @@ def run_parse(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.reference_pages is not None:
-        problem = ("must be at least 2" if args.reference_pages < 2 else
-                   "is for one-pass decoding, not --mode per-page" if args.mode != "one-pass" else
-                   "decodes locally; it cannot be combined with --server" if args.server else None)
-        if problem:
-            print(f"error: --reference-pages {problem}", file=sys.stderr)
-            return 2
+    spec = spec_from_args(args)
+    try:
+        spec.validate(args.mode)
+        if args.server and args.reference_pages is not None:
+            raise EngineSpecError("--reference-pages decodes locally; it cannot be combined with --server")
+    except EngineSpecError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     out_dir = Path(args.output)
     paths: list[Path] = []
     failures = 0
@@ -114,10 +106,7 @@ def run_parse(args: argparse.Namespace) -> int:
             engine.connect()
             transcribe = engine.transcribe_document
         else:
-            engine = build_engine(args.model, args.device, args.attention, args.window, args.compile, args.dtype)
-            if args.reference_pages is not None and not engine.loaded.positions.anchored:
-                raise ValueError("--reference-pages needs a checkpoint with page-anchored positions "
-                                 "(page_position_stride in its config.json); this model numbers positions sequentially")
+            engine = runtime.build_engine(spec, args.mode)
             transcribe = functools.partial(transcribe_document, engine, reference_pages=args.reference_pages)
     except (ModelNotFoundError, ValueError, RemoteError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -176,25 +165,6 @@ def longer_than_trained(engine, num_pages: int, mode: str, reference_pages: int 
             f"--reference-pages 4 holds fewer pages at a time and reads long documents better (README, Books)")
 
 
-def build_engine(model: str | None, device: str | None, attention: str | None, window: int | None,
-                 compile_step: bool = False, dtype: str | None = None):
-    import torch
-    from transformers.utils import logging as hf_logging
-
-    from .engine import OcrEngine
-    from .model.loading import dtype_from_name, load_model
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    loaded = load_model(model, device=device, dtype=dtype_from_name(dtype))
-    # On a GPU, eager decode is bound by kernel launches; CUDA graphs (reduce-overhead) replay a whole step at once
-    # (official shapes on an H200: 487 tok/s against 77 eager; same tokens, tests/engine/test_cuda.py).
-    compile_mode = "reduce-overhead" if loaded.device.type == "cuda" else None
-    return OcrEngine(loaded, attention=attention, window=window, compile=compile_step, compile_mode=compile_mode)
-
-
 def _add_bench(subparsers) -> None:
     parser = subparsers.add_parser("bench", help="benchmarks (decode speed, ...)")
     bench = parser.add_subparsers(dest="bench_command", required=True)
@@ -231,6 +201,16 @@ def _add_eval(subparsers) -> None:
                           add_help=False)
     evaluation.add_parser("synthetic", help="CER / Distinct-n of a model on held-out synthetic documents "
                           "(one pass vs per page vs full attention)", add_help=False)
+    evaluation.add_parser("pdf-text", help="CER of a model (and Tesseract) on digital PDFs against their own text "
+                          "layers, per page and pooled", add_help=False)
+
+
+def _add_data(subparsers) -> None:
+    parser = subparsers.add_parser("data", help="training data (real PDFs paired with their text layers, ...)")
+    data = parser.add_subparsers(dest="data_command", required=True)
+    # Its own argparse lives in data/pdf_pairs.py; the remaining arguments are handed over unparsed.
+    data.add_parser("pdf-pairs", help="render digital PDFs and write page/text pairs as a messages JSONL dataset",
+                    add_help=False)
 
 
 def _add_train(subparsers) -> None:
@@ -249,9 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     _add_batch(subparsers)
     _add_bench(subparsers)
     _add_eval(subparsers)
+    _add_data(subparsers)
     _add_train(subparsers)
     args, rest = parser.parse_known_args(argv)
-    if rest and args.command not in ("eval", "train"):
+    if rest and args.command not in ("eval", "train", "data"):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     start = time.perf_counter()
     if args.command == "parse":
@@ -275,9 +256,15 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "eval":
         if args.eval_command == "omnidocbench":
             from .eval.omnidocbench import main as eval_main
+        elif args.eval_command == "pdf-text":
+            from .eval.pdf_text import main as eval_main
         else:
             from .eval.synthetic import main as eval_main
         code = eval_main(rest)
+    elif args.command == "data":
+        from .data.pdf_pairs import main as data_main
+
+        code = data_main(rest)
     elif args.command == "train":
         from .train.cli import main as train_main
 

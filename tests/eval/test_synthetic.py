@@ -4,7 +4,8 @@ import json
 
 from unlimited_ocr.eval.synthetic import main, make_documents, paired_difference, score
 from unlimited_ocr.train.config import ModelSettings, TrainConfig
-from unlimited_ocr.train.trainer import Trainer, data_config
+from unlimited_ocr.train.sources import data_config
+from unlimited_ocr.train.trainer import Trainer
 
 
 def _export(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import random_pages
 from unlimited_ocr.documents import load_document, write_outputs
 from unlimited_ocr.pipeline import transcribe_document
+from unlimited_ocr.runtime import EngineSpec, build_engine
 from unlimited_ocr.serve.ray_batch import ERRORS_FILE, BatchSettings, ray_available, run_batch
 
 
@@ -51,13 +52,11 @@ def _check_batch(folder, out, settings, **ray_options):
 
 
 def test_local_batch_processes_a_folder_resumes_and_records_failures(folder, tmp_path, tiny_checkpoint):
-    settings = BatchSettings(model=str(tiny_checkpoint), device="cpu", max_new_tokens=8)
+    settings = BatchSettings(EngineSpec(model=str(tiny_checkpoint), device="cpu"), max_new_tokens=8)
     out = tmp_path / "out"
     _check_batch(folder, out, settings)
     # The files are parse's: the same pipeline call on the same document writes the same markdown.
-    from unlimited_ocr.cli import build_engine
-
-    engine = build_engine(str(tiny_checkpoint), "cpu", None, None)
+    engine = build_engine(settings.engine)
     document = load_document(folder / "alpha.png")
     expected_md, _ = write_outputs(tmp_path / "expected", "alpha",
                                    transcribe_document(engine, document, settings.options(1)))
@@ -89,7 +88,7 @@ def test_ray_batch_on_a_local_two_cpu_instance(folder, tmp_path, tiny_checkpoint
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 2**20)
     try:
-        settings = BatchSettings(model=str(tiny_checkpoint), device="cpu", max_new_tokens=8)
+        settings = BatchSettings(EngineSpec(model=str(tiny_checkpoint), device="cpu"), max_new_tokens=8)
         _check_batch(folder, tmp_path / "out", settings, use_ray=True)
     finally:
         ray.shutdown()

@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import random_pages
 from unlimited_ocr import cli
+from unlimited_ocr.runtime import EngineSpec, build_engine
 from unlimited_ocr.serve.server import ServerThread, create_app
 
 
@@ -32,8 +33,9 @@ def test_parse_with_server_writes_the_same_files_as_local_parse(tiny_checkpoint,
     common = [str(inputs), "--max-new-tokens", "10", "--quiet"]
     assert cli.main(["parse", *common, "-o", str(tmp_path / "local"), "--model", str(tiny_checkpoint)]) in (0, 1)
     # The server's engine is built like parse builds its own (float32, batch of one): the same numbers.
-    engine = cli.build_engine(str(tiny_checkpoint), "cpu", None, None)
-    with ServerThread(create_app(engine)) as server:
+    engine = build_engine(EngineSpec(model=str(tiny_checkpoint), device="cpu"))
+    # Served under the checkpoint's path, so the "model" field of both JSON files names the same thing.
+    with ServerThread(create_app(engine, model_name=engine.loaded.source)) as server:
         assert cli.main(["parse", *common, "-o", str(tmp_path / "remote"), "--server", server.url]) in (0, 1)
     for name in ("one", "two"):
         assert (tmp_path / "remote" / f"{name}.md").read_text() == (tmp_path / "local" / f"{name}.md").read_text()

@@ -31,7 +31,7 @@ def test_advance_cer_uses_schedule_as_floor(make_config):
 
 
 def test_multi_page_settings_reach_the_data_engine(make_config):
-    from unlimited_ocr.train.trainer import data_config
+    from unlimited_ocr.train.sources import data_config
 
     config = make_config()
     config.data.mix, config.data.max_pages, config.data.multi_fraction = "mixed", 7, 0.5

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 
 from .config import PageConfig
-from .fonts import BOLD, BOLD_ITALIC, ITALIC, REGULAR, FontSpec
+from .fonts import BOLD, BOLD_ITALIC, ITALIC, REGULAR, FontSpec, expand_families
 from .text_source import TextSource
 
 # Rendered bullet glyphs; the ground truth always writes "-". Both glyphs exist in
@@ -62,7 +62,7 @@ def _uniform(rng: random.Random, bounds: tuple[float, float]) -> float:
 
 def sample_document_style(rng: random.Random, config: PageConfig, text: TextSource) -> DocumentStyle:
     """Draw fonts, sizes, margins, colors and page furniture for one document."""
-    family = rng.choice(config.font_families)
+    family = rng.choice(expand_families(tuple(config.font_families)))
     body_size = rng.randint(*config.body_font_size)
     heading_scale = _uniform(rng, config.heading_scale)
     heading1_size = max(body_size + 1, round(body_size * heading_scale))

@@ -67,7 +67,8 @@ def data_config_for(model_folder: str | None, level: int | None):
     config_path = Path(model_folder) / "training_config.json" if model_folder else None
     if config_path is not None and config_path.exists():
         from ..train.config import TrainConfig
-        from ..train.trainer import data_config, eval_level
+        from ..train.sources import data_config
+        from ..train.trainer import eval_level
 
         train_config = TrainConfig.load(config_path)
         level = eval_level(train_config) if level is None else level

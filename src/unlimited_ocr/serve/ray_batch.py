@@ -6,7 +6,7 @@
     unlimited-ocr batch scans/ -o out/ --ray --actors 2 --device cuda   # one model per actor, one GPU each
 
     from unlimited_ocr.serve.ray_batch import BatchSettings, run_batch
-    report = run_batch("scans/", "out/", BatchSettings(max_new_tokens=4096), use_ray=True)
+    report = run_batch("scans/", "out/", BatchSettings(EngineSpec(device="cpu"), max_new_tokens=4096), use_ray=True)
 
 Pipeline (Ray Data, streaming, so rendered pages never pile up beyond what the actors can take):
 list documents -> render pages (tasks) -> OCR (an actor pool; each actor loads the model once) -> write (tasks).
@@ -28,12 +28,13 @@ import pickle
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..documents import DocumentError, expand_inputs, is_done, load_document, write_outputs
 from ..documents.inputs import DEFAULT_DPI, Document, Page
 from ..documents.writers import DocumentOutput, PageResult
+from ..runtime import EngineSpec, EngineSpecError, add_engine_arguments, spec_from_args
 
 # torch-heavy modules (engine, pipeline) are imported where they are used: building the CLI parser stays light.
 
@@ -44,17 +45,13 @@ ERRORS_FILE = "errors.jsonl"
 class BatchSettings:
     """Everything a worker needs to load the model and transcribe like ``parse`` (picklable, sent to actors)."""
 
-    model: str | None = None
-    device: str | None = None
-    attention: str | None = None
-    window: int | None = None
+    engine: EngineSpec = field(default_factory=EngineSpec)  # the model and how it runs (runtime.py)
     mode: str = "one-pass"
     image_mode: str = "base"
     max_new_tokens: int | None = None  # None: 2048 per page, like parse
     no_repeat_ngram: int = 35
     pages: list[int] | None = None
     dpi: int = DEFAULT_DPI
-    reference_pages: int | None = None  # one pass with K pages held at a time (engine/sliding.py); None: all
 
     def options(self, num_pages: int):
         from ..engine import DecodeOptions
@@ -86,16 +83,17 @@ def plan(input_dir: str | Path, out_dir: str | Path) -> tuple[list[tuple[Path, s
 
 
 def build_engine(settings: BatchSettings):
-    from ..cli import build_engine as build
+    from .. import runtime
 
-    return build(settings.model, settings.device, settings.attention, settings.window)
+    return runtime.build_engine(settings.engine, settings.mode)
 
 
 def transcribe(engine, document: Document, settings: BatchSettings) -> DocumentOutput:
     from ..pipeline import transcribe_document
 
     options = settings.options(len(document.good_pages))
-    return transcribe_document(engine, document, options, mode=settings.mode, reference_pages=settings.reference_pages)
+    return transcribe_document(engine, document, options, mode=settings.mode,
+                               reference_pages=settings.engine.reference_pages)
 
 
 def record_for(path: Path, name: str, output: DocumentOutput | None, error: str | None, seconds: float) -> dict:
@@ -205,11 +203,12 @@ def _run_ray(todo, out_dir: Path, settings: BatchSettings, on_record: Callable[[
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
                  runtime_env={"env_vars": _forwarded_environment()})
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # our per-document lines replace its plan/progress logs
-    if settings.model is not None and Path(settings.model).expanduser().exists():  # workers may run elsewhere
-        settings = BatchSettings(**{**asdict(settings), "model": str(Path(settings.model).expanduser().resolve())})
+    model = settings.engine.model
+    if model is not None and Path(model).expanduser().exists():  # workers may run elsewhere
+        settings = replace(settings, engine=replace(settings.engine, model=str(Path(model).expanduser().resolve())))
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # our own per-document lines say more
-    on_gpu = (settings.device or "").startswith("cuda")
+    on_gpu = (settings.engine.device or "").startswith("cuda")
     # Workers may run in another folder (or on another node): load by absolute path.
     items = [{"source": str(path), "load_path": str(path.resolve()), "name": name} for path, name in todo]
     dataset = (
@@ -256,13 +255,14 @@ def run_batch(input_dir: str | Path, out_dir: str | Path, settings: BatchSetting
         return report
     from ..model.loading import resolve_model_path
 
-    folder = resolve_model_path(settings.model)  # a bad --model fails here, once, not in every worker
-    if settings.reference_pages is not None:
+    settings.engine.validate(settings.mode)
+    folder = resolve_model_path(settings.engine.model)  # a bad --model fails here, once, not in every worker
+    if settings.engine.reference_pages is not None:
         from ..model.loading import read_config_json
 
         if not read_config_json(folder).get("page_position_stride"):
-            raise ValueError("--reference-pages needs a checkpoint with page-anchored positions "
-                             "(page_position_stride in its config.json)")
+            raise EngineSpecError("--reference-pages needs a checkpoint with page-anchored positions "
+                                  "(page_position_stride in its config.json)")
     out_dir.mkdir(parents=True, exist_ok=True)
     errors_path = out_dir / ERRORS_FILE
     errors_path.write_text("", encoding="utf-8")  # this run's failures only (earlier ones are retried now)
@@ -293,19 +293,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray", action="store_true", help="run on Ray Data (needs: pip install 'unlimited-ocr[ray]')")
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local instance)")
     parser.add_argument("--actors", type=int, default=1, help="OCR actors, each with its own model (default 1)")
-    parser.add_argument("--model", default=None, help="checkpoint folder or hub id (default: the bundled model)")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--pages", default=None, help="1-based pages to read, e.g. 1-3,7 (default: all)")
     parser.add_argument("--dpi", type=int, default=DEFAULT_DPI, help="PDF render resolution (default 144)")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="decode budget (default 2048 per page)")
-    parser.add_argument("--window", type=int, default=None, help="R-SWA window n (default: the checkpoint's)")
-    parser.add_argument("--attention", choices=["rswa", "full"], default=None)
     parser.add_argument("--mode", choices=["one-pass", "per-page"], default="one-pass")
     parser.add_argument("--image-mode", choices=["base", "gundam"], default="base")
     parser.add_argument("--no-repeat-ngram", type=int, default=35, help="n-gram size of the loop guard (0: off)")
-    parser.add_argument("--reference-pages", type=int, default=None, metavar="K",
-                        help="one pass with only K pages in the reference at a time (as parse; needs page-anchored "
-                             "positions)")
+    add_engine_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -317,17 +311,19 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.reference_pages is not None and (args.reference_pages < 2 or args.mode != "one-pass"):
-        print("error: --reference-pages must be at least 2 and goes with --mode one-pass", file=sys.stderr)
+    spec = spec_from_args(args)
+    try:
+        spec.validate(args.mode)
+    except EngineSpecError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     use_ray = args.ray
     if use_ray and not ray_available():
         print("warning: ray is not installed (pip install 'unlimited-ocr[ray]'); running locally", file=sys.stderr)
         use_ray = False
-    settings = BatchSettings(model=args.model, device=args.device, attention=args.attention, window=args.window,
-                             mode=args.mode, image_mode=args.image_mode, max_new_tokens=args.max_new_tokens,
-                             no_repeat_ngram=args.no_repeat_ngram, pages=pages, dpi=args.dpi,
-                             reference_pages=args.reference_pages)
+    settings = BatchSettings(engine=spec, mode=args.mode, image_mode=args.image_mode,
+                             max_new_tokens=args.max_new_tokens, no_repeat_ngram=args.no_repeat_ngram, pages=pages,
+                             dpi=args.dpi)
 
     def progress(done: int, total: int, record: dict) -> None:
         parts = [f"[{done}/{total}] {record['name']}: {record['status']}"]

@@ -45,6 +45,7 @@ import time
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PIL import Image
@@ -385,7 +386,7 @@ def create_app(engine: "OcrEngine", model_name: str | None = None, max_batch: in
     from .batcher import Batcher, DoneEvent, ErrorEvent, OcrRequest, QueueFull, TokenEvent
 
     limits = limits or ServerLimits()
-    model_name = model_name or engine.loaded.source
+    model_name = served_model_name(engine, model_name)
     served_names = {model_name, engine.loaded.source}
     can_gundam = bool(engine.loaded.queries_per_tile_side)
     batcher = Batcher(engine, max_batch=max_batch, max_queue=max_queue, batch_wait=batch_wait,
@@ -568,13 +569,10 @@ class ServerThread:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=None, help="checkpoint folder or hub id (default: the bundled model)")
-    parser.add_argument("--served-model-name", default=None, help="model id clients send (default: --model's path)")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                        help="weights and activations (default auto: bfloat16 on CUDA, float32 on CPU)")
-    parser.add_argument("--attention", choices=["rswa", "full"], default=None, help="default: the checkpoint's")
-    parser.add_argument("--window", type=int, default=None, help="R-SWA window n (default: the checkpoint's)")
+    from ..runtime import add_engine_arguments
+
+    parser.add_argument("--served-model-name", default=None,
+                        help="model id clients send (default: the checkpoint folder's name)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine)")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-batch", type=int, default=4, help="requests decoded together in one pass (default 4)")
@@ -584,32 +582,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens-limit", type=int, default=131072, help="largest max_tokens accepted")
     parser.add_argument("--batch-wait-ms", type=float, default=5.0,
                         help="pause before taking a batch so simultaneous requests share it (default 5)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: torch's choice; 1 is fastest for small models on busy CPUs)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_engine_arguments(parser)
+
+
+def served_model_name(engine: "OcrEngine", name: str | None) -> str:
+    """The id clients send: --served-model-name, else the checkpoint folder's name (not a path of this machine)."""
+    return name or Path(str(engine.loaded.source).rstrip("/")).name or str(engine.loaded.source)
 
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from ..cli import build_engine
     from ..model.loading import ModelNotFoundError
+    from .. import runtime
+    from ..runtime import EngineSpecError, spec_from_args
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     try:
-        engine = build_engine(args.model, args.device, args.attention, args.window, dtype=args.dtype)
+        spec = spec_from_args(args)
+        if spec.reference_pages is not None:
+            # The server batches requests through generate_prepared; the sliding reference runs one document alone.
+            raise EngineSpecError("--reference-pages is not available in serve (requests are decoded in batches); "
+                                  "use parse or batch for books")
+        engine = runtime.build_engine(spec)
     except (ModelNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    name = served_model_name(engine, args.served_model_name)
     limits = ServerLimits(max_body_bytes=int(args.max_body_mb * 1024 * 1024), max_pages=args.max_pages,
                           max_tokens=args.max_tokens_limit)
-    app = create_app(engine, model_name=args.served_model_name, max_batch=args.max_batch, max_queue=args.max_queue,
+    app = create_app(engine, model_name=name, max_batch=args.max_batch, max_queue=args.max_queue,
                      limits=limits, batch_wait=args.batch_wait_ms / 1000)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    print(f"serving {args.served_model_name or engine.loaded.source} on http://{args.host}:{args.port}"
+    print(f"serving {name} on http://{args.host}:{args.port}"
           f" (max batch {args.max_batch}, queue {args.max_queue})", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=30)
     return 0

@@ -122,18 +122,20 @@ def encode_sample(images: list[Image.Image], target: str, page_texts: list[str],
     input_ids = sequence[:-1]
     labels = sequence[1:].clone()
     labels[: prompt.shape[0] - 1] = IGNORE
+    # A sample without a recorded layout (a real page: its text layer only) still gets the auxiliary targets, all
+    # IGNORE, so it can share a batch with synthetic pages: the grid rows stay aligned with the pages.
+    q = queries_per_side
     grid = None
-    if layouts is not None and grid_slots > 0:
-        grid = grid_targets(layouts, queries_per_side, grid_slots, tokenizer.pad_token_id, tokenizer)
-    attend = None
+    if grid_slots > 0:
+        grid = (grid_targets(layouts, q, grid_slots, tokenizer.pad_token_id, tokenizer) if layouts is not None
+                else torch.full((len(images), q * q, grid_slots), IGNORE, dtype=torch.long))
+    attend = torch.full((input_ids.shape[0],), IGNORE, dtype=torch.long) if guide else None
     if layouts is not None and guide:
         # Sequence index of each page's visual token (r, c): the image positions in order, q+1 per row (a newline
         # closes each row) and one view separator per page.
         image_positions = (prompt == tokenizer.convert_tokens_to_ids(IMAGE)).nonzero().flatten()
-        q = queries_per_side
         per_page = q * (q + 1) + 1
         cells = attention_targets(layouts, target_ids, q, tokenizer)
-        attend = torch.full((input_ids.shape[0],), IGNORE, dtype=torch.long)
         first = prompt.shape[0] - 1  # this position's label is the first target token
         for index, cell in enumerate(cells):
             if cell != IGNORE:

@@ -1,11 +1,12 @@
 """``unlimited-ocr train``: train a small UnlimitedOcr from scratch on synthetic pages (CPU or GPU, DDP via torchrun).
 
     unlimited-ocr train --run-dir runs/probe --steps 600 --stop-at 17:00
+    unlimited-ocr train --run-dir runs/real --data data/real-pdf --real-fraction 0.3 --fonts system
     torchrun --nproc_per_node=2 -m unlimited_ocr.train --run-dir runs/ddp --steps 600
     unlimited-ocr train --run-dir runs/probe --export-only        # export the latest checkpoint
 
 A run folder that already holds a checkpoint is resumed exactly (its config.json wins; only the run-time flags
---stop-at, --time-budget, --threads, --eval-every, --checkpoint-every and --log-every apply).
+--stop-at, --time-budget, --threads, --workers, --eval-every, --checkpoint-every and --log-every apply).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from .config import TrainConfig
 
-RUNTIME_FIELDS = ("time_budget_s", "stop_at", "threads", "eval_every_s", "checkpoint_every_s", "log_every")
+RUNTIME_FIELDS = ("time_budget_s", "stop_at", "threads", "workers", "eval_every_s", "checkpoint_every_s", "log_every")
 
 
 def parse_stop_at(text: str | None) -> float:
@@ -52,11 +53,16 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--max-pages", type=int, default=None, help="pages of a multi-page sample: 2..MAX_PAGES")
     add("--multi-fraction", type=float, default=None, help="share of multi-page samples under --mix mixed")
     add("--font-size", default=None, help="body font size range in px, e.g. 20,28")
+    add("--lines-per-page", default=None, help="text lines per page range, e.g. 1,20 (the curriculum narrows it)")
     add("--no-degrade", action="store_true", help="clean renders (no blur/noise/skew)")
-    add("--fonts", default=None, help="font families of the pages, e.g. 'mono' or 'sans,serif' (default: all)")
+    add("--fonts", default=None, help="font families of the pages: 'mono', 'sans,serif', or 'system' (every "
+        "training-split face installed by scripts/install_fonts.sh); default: the four bundled families")
     add("--line-spacing", default=None, help="baseline pitch range as a multiple of the font height, e.g. 1.0,1.0")
     add("--margin", default=None, help="page margin range as a fraction of the page side, e.g. 0,0.03")
     add("--italic", type=float, default=None, help="probability of an italic paragraph")
+    add("--data", default=None, metavar="DIR",
+        help="real page/text pairs (messages JSONL, from `unlimited-ocr data pdf-pairs`) mixed with synthetic pages")
+    add("--real-fraction", type=float, default=None, help="share of samples drawn from --data (default 0.5)")
     add("--attention", choices=["rswa", "full"], default=None, help="'full': the full-attention twin")
     add("--window", type=int, default=None, help="R-SWA window n")
     add("--freeze-encoder", action="store_true", help="freeze the vision tower (SAM + CLIP)")
@@ -77,6 +83,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--hidden", type=int, default=None, help="decoder hidden size")
     add("--layers", type=int, default=None, help="decoder layers")
     add("--threads", type=int, default=None, help="torch threads per process (0 = cpus / processes)")
+    add("--workers", type=int, default=None,
+        help="DataLoader processes rendering the next batches (a GPU run on many cores; default 0: in-process)")
     add("--time-budget", type=float, default=None, help="minutes of training for this invocation")
     add("--stop-at", default=None, help="stop (checkpoint + export) at HH:MM UTC or a unix time")
     add("--eval-every", type=float, default=None, help="seconds between held-out evals")
@@ -100,7 +108,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     runtime = {
         "time_budget_s": None if args.time_budget is None else args.time_budget * 60,
         "stop_at": parse_stop_at(args.stop_at) if args.stop_at else None,
-        "threads": args.threads, "eval_every_s": args.eval_every, "checkpoint_every_s": args.checkpoint_every,
+        "threads": args.threads, "workers": args.workers, "eval_every_s": args.eval_every, "checkpoint_every_s": args.checkpoint_every,
         "log_every": args.log_every,
     }
     for name, value in runtime.items():
@@ -120,6 +128,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         ("curriculum", "data"): args.curriculum, ("advance_cer", "data"): args.advance_cer,
         ("eval_level", "data"): args.eval_level, ("max_level", "data"): args.max_level, ("eval_samples", "data"): args.eval_samples,
         ("mix", "data"): args.mix, ("max_pages", "data"): args.max_pages,
+        ("real_data", "data"): args.data, ("real_fraction", "data"): args.real_fraction,
         ("multi_fraction", "data"): args.multi_fraction,
         ("sliding_window", "model"): args.window, ("image_size", "model"): args.image_size,
         ("sam_patch_size", "model"): args.sam_patch, ("hidden_size", "model"): args.hidden,
@@ -131,6 +140,9 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if args.font_size:
         low, high = (int(x) for x in args.font_size.split(","))
         config.data.body_font_size = (low, high)
+    if args.lines_per_page:
+        low, high = (int(x) for x in args.lines_per_page.split(","))
+        config.data.lines_per_page = (low, high)
     if args.no_degrade:
         config.data.degrade = False
     if args.fonts:

@@ -73,7 +73,12 @@ class DataSettings:
     margin: tuple[float, float] | None = None  # fraction of the page side
     italic_probability: float | None = None  # per paragraph
     seed: int = 0  # data seed (--data-seed): sample i of the train split is a pure function of (config, seed, i);
-    # the held-out split always uses trainer.HELDOUT_SEED
+    # the held-out split always uses sources.HELDOUT_SEED
+    # Real page/text pairs (a messages-JSONL dataset, `unlimited-ocr data pdf-pairs`) mixed with the synthetic
+    # pages: sample i is a real one with probability real_fraction (decided by i alone, so resume stays exact).
+    # A stable ~5% of the dataset's samples (by image names) is held out; evals report its loss (real_heldout_ce).
+    real_data: str | None = None
+    real_fraction: float = 0.5
     eval_samples: int = 32  # held-out pages per periodic eval
     # Level of the held-out set that picks the best checkpoint (CER at this level decides what is exported).
     # None: the highest level of the schedule.
@@ -125,6 +130,9 @@ class TrainConfig:
     grid_slots: int = 4  # characters a 32-px cell can hold (+1 terminator); more are dropped from the target
     ctc_frames: int = 8  # frames per visual token: an 8-token row must hold ~25 characters plus blanks
     threads: int = 0  # torch threads per process; 0 = cpu count / processes
+    # DataLoader processes that render and tokenize the next batches while the model trains (a GPU run on many
+    # cores); 0 = build each batch in the training process. Batches are the same either way (exact resume holds).
+    workers: int = 0
     seed: int = 0  # model init seed
     log_every: int = 10  # steps between loss records in log.jsonl
     eval_every_s: float = 300.0  # seconds between held-out evals (and best-checkpoint exports)

@@ -19,7 +19,6 @@ broadcasts every time-based decision so all ranks stop, checkpoint and change le
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -34,32 +33,13 @@ import torch.distributed as dist
 from safetensors.torch import load_model as load_safetensors_model
 from safetensors.torch import save_model as save_safetensors_model
 
-from ..data import DataConfig, DegradeConfig, SyntheticDocs, with_curriculum_level
+from ..data import SyntheticDocs
 from ..model.loading import LoadedModel
-from ..model.positions import PagePositions
 from ..model.tokenizer import build_char_tokenizer
-from .batch import Example, collate, encode_sample
+from .batch import collate
 from .config import TrainConfig, parse_curriculum, scheduled_level
 from .modeling import TrainingModule, build_model, queries_per_side
-
-HELDOUT_SEED = 0  # every run's held-out pages (data seed 0 of the held-out split): CER compares across stages
-
-
-def data_config(config: TrainConfig, level: int) -> DataConfig:
-    """The DataConfig of the run at curriculum ``level``."""
-    settings = config.data
-    base = DataConfig()
-    page = dataclasses.replace(base.page, body_font_size=tuple(settings.body_font_size),
-                               lines_per_page=tuple(settings.lines_per_page))
-    typography = {"font_families": settings.font_families, "line_spacing": settings.line_spacing,
-                  "margin": settings.margin, "italic_paragraph_probability": settings.italic_probability}
-    page = dataclasses.replace(page, **{k: tuple(v) if isinstance(v, list) else v
-                                        for k, v in typography.items() if v is not None})
-    base = dataclasses.replace(base, page=page, max_pages=settings.max_pages,
-                               multi_page_fraction=settings.multi_fraction,
-                               degrade=base.degrade if settings.degrade else DegradeConfig.none())
-    return with_curriculum_level(base, level)
-
+from .sources import BatchStream, RealSample, SampleSource
 
 def eval_level(config: TrainConfig) -> int:
     if config.data.eval_level is not None:
@@ -151,8 +131,13 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(optim, config.steps))
         self.state = {"step": 0, "samples": 0, "level": scheduled_level(config.data.curriculum, 0),
                       "elapsed_s": 0.0, "best_cer": None, "best_step": None}
-        self._datasets: dict[tuple[str, int], SyntheticDocs] = {}
         self._heldout: dict[int, list] = {}
+        self.source = SampleSource(
+            config, self.tokenizer, self.image_size, self.queries,
+            grid_slots=config.grid_slots if self.module.grid_head is not None else 0,
+            guide=self.module.guide_head is not None, positions=self.loaded_model().positions)
+        self.source.load_real_data()
+        self.stream = BatchStream(self.source, config.batch_size, self.rank, self.local_batch, workers=config.workers)
         if self.rank == 0:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             config.save(self.run_dir / "config.json")
@@ -182,7 +167,8 @@ class Trainer:
             handle.write(json.dumps(record) + "\n")
         if record.get("kind") == "eval":
             print(f"[eval] step {record['step']} t={record['time_s']:.0f}s level {record['level']} "
-                  f"CER {record['cer']:.3f} (eval level {record['eval_level']}: {record['cer_eval_level']:.3f})",
+                  f"CER {record['cer']:.3f} (eval level {record['eval_level']}: {record['cer_eval_level']:.3f})"
+                  + (f" real held-out CE {record['real_heldout_ce']:.3f}" if "real_heldout_ce" in record else ""),
                   flush=True)
         else:
             guide = f" guide {record['guide']:.3f}" if "guide" in record else ""
@@ -190,30 +176,36 @@ class Trainer:
                   f" aux {record.get('aux', 0):.3f}{guide} lr {record['lr']:.2e} level {record['level']}", flush=True)
 
     def dataset(self, split: str, level: int) -> SyntheticDocs:
-        key = (split, level)
-        if key not in self._datasets:
-            seed = self.config.data.seed if split == "train" else HELDOUT_SEED
-            self._datasets[key] = SyntheticDocs(data_config(self.config, level), split=split, seed=seed,
-                                                mix=self.config.data.mix)
-        return self._datasets[key]
+        return self.source.dataset(split, level)
 
-    def encode(self, sample) -> Example:
-        slots = self.config.grid_slots if self.module.grid_head is not None else 0
-        return encode_sample(sample.images, sample.target, sample.page_targets, self.tokenizer, self.image_size,
-                             self.queries, layouts=sample.layouts, grid_slots=slots,
-                             guide=self.module.guide_head is not None, positions=self.positions)
+    def encode(self, sample):
+        return self.source.encode(sample)
 
     @property
-    def positions(self) -> PagePositions:
-        """The model config's rotary ids (set from --page-stride above): the same object the engine decodes with."""
-        return self.loaded_model().positions
+    def positions(self):
+        """The model config's rotary ids (set from --page-stride): the same PagePositions the engine decodes with."""
+        return self.source.positions
 
     def batch_for(self, samples_start: int, level: int):
-        """This rank's share of the global batch starting at sample ``samples_start``."""
-        dataset = self.dataset("train", level)
-        first = samples_start + self.rank * self.local_batch
-        examples = [self.encode(dataset.generate(first + i)) for i in range(self.local_batch)]
-        return collate(examples, self.config.pack_length, self.tokenizer.pad_token_id)
+        """This rank's share of the global batch starting at sample ``samples_start`` (built in this process)."""
+        return self.source.batch(samples_start + self.rank * self.local_batch, self.local_batch, level)
+
+    @torch.no_grad()
+    def real_heldout_ce(self, batch_size: int = 4) -> float | None:
+        """Mean next-token cross-entropy on the held-out real samples (teacher forced; None without --data)."""
+        if not self.source.real_heldout:
+            return None
+        was_training = self.module.training
+        self.module.eval()
+        total, tokens = 0.0, 0
+        heldout = self.source.real_heldout
+        for start in range(0, len(heldout), batch_size):
+            chunk = [self.source.encode(RealSample(item)) for item in heldout[start : start + batch_size]]
+            out = self.module(collate(chunk, 0, self.tokenizer.pad_token_id))
+            total += float(out["ce_sum"])
+            tokens += int(out["tokens"])
+        self.module.train(was_training)
+        return total / max(tokens, 1)
 
     # -- one step ------------------------------------------------------------------------------------------------
     def compute_loss(self, batch) -> tuple[torch.Tensor, dict]:
@@ -240,7 +232,7 @@ class Trainer:
         """One optimizer step on the next global batch; returns the (rank-averaged) loss parts."""
         self.module.train()
         level = self.state["level"]
-        batch = self.batch_for(self.state["samples"], level)
+        batch = self.stream.next(self.state["samples"], level)
         loss, parts = self.compute_loss(batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -307,6 +299,9 @@ class Trainer:
         record = {"kind": "eval", "step": self.state["step"], "time_s": elapsed, "samples": self.state["samples"],
                   "level": level, "cer": cer, "eval_level": target_level, "cer_eval_level": cer_target,
                   "eval_seconds": time.perf_counter() - start, "examples": examples}
+        real_ce = self.real_heldout_ce()
+        if real_ce is not None:
+            record["real_heldout_ce"] = real_ce
         best = self.state["best_cer"]
         if best is None or cer_target < best:
             self.state["best_cer"] = cer_target
@@ -449,5 +444,6 @@ class Trainer:
         self._barrier()
 
     def close(self) -> None:
+        self.stream.close()
         if self.world > 1 and dist.is_initialized():
             dist.destroy_process_group()
