@@ -8,6 +8,7 @@ import copy
 
 import pytest
 import torch
+from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from tests.conftest import random_pages
 from unlimited_ocr.engine import DecodeOptions, OcrEngine
@@ -20,19 +21,80 @@ def _load(path):
     return load_model(str(path), dtype=torch.float64, experts_implementation="eager")
 
 
-def _transformers_tokens(loaded, engine, pages, max_new_tokens):
+class _PageRules:
+    """Our engine's two page rules (DecodeOptions) written for transformers' generate(), as the reference for them.
+
+    * continue_to_last_page: on a document of N > 1 pages, an EOS chosen before page N has begun becomes <PAGE>;
+    * end_at_extra_page: a <PAGE> that would begin page N + 1 ends the row (the helper drops that last marker).
+    Pages begun = <PAGE> markers written, + 1 when the output began with text. Counts how often each rule fired.
+    """
+
+    def __init__(self, prompt_length: int, num_pages: int, eos: int, page: int):
+        self.prompt_length, self.num_pages, self.eos, self.page = prompt_length, num_pages, eos, page
+        self.substituted = self.extra_page_stops = 0
+
+    def begun(self, generated: list[int]) -> int:
+        return generated.count(self.page) + int(bool(generated) and generated[0] != self.page)
+
+    def generated(self, input_ids) -> list[int]:
+        return input_ids[0, self.prompt_length:].tolist()
+
+
+class _EosBecomesPage(LogitsProcessor):
+    def __init__(self, rules: _PageRules):
+        self.rules = rules
+
+    def __call__(self, input_ids, scores):
+        rules = self.rules
+        if (rules.num_pages > 1 and int(scores[0].argmax()) == rules.eos
+                and rules.begun(rules.generated(input_ids)) < rules.num_pages):
+            rules.substituted += 1
+            forced = torch.full_like(scores, float("-inf"))
+            forced[:, rules.page] = 0.0
+            return forced
+        return scores
+
+
+class _ExtraPageEnds(StoppingCriteria):
+    def __init__(self, rules: _PageRules):
+        self.rules = rules
+
+    def __call__(self, input_ids, scores, **kwargs):  # after the token was appended
+        rules = self.rules
+        generated = rules.generated(input_ids)
+        stop = bool(generated) and generated[-1] == rules.page and rules.begun(generated[:-1]) >= rules.num_pages
+        rules.extra_page_stops += stop
+        return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
+
+
+def _transformers_tokens(loaded, engine, pages, max_new_tokens, force_length=False, page_rules=None):
+    """Greedy tokens of transformers' own generate() (its R-SWA cache, windowed no-repeat n-gram).
+
+    ``force_length``: EOS suppressed (our ``ignore_eos``), so exactly ``max_new_tokens`` come out.
+    ``page_rules``: a list that receives the :class:`_PageRules` reference used, which then applies our page rules.
+    """
     pixels = [engine.preprocess(page) for page in pages]
     ids = build_input_ids(loaded.tokenizer, [p.num_positions for p in pixels])[None].to(loaded.device)
     config = copy.deepcopy(loaded.model.generation_config)
     config.update(max_new_tokens=max_new_tokens, do_sample=False, no_repeat_ngram_size=35)
     config.no_repeat_ngram_window_size = 1024 if len(pages) > 1 else 128
+    if force_length:
+        config.suppress_tokens = [loaded.eos_token_id]
+    extra = {}
+    if page_rules is not None:
+        rules = _PageRules(ids.shape[1], len(pages), loaded.eos_token_id, loaded.page_token_id)
+        page_rules.append(rules)
+        extra = {"logits_processor": LogitsProcessorList([_EosBecomesPage(rules)]),
+                 "stopping_criteria": StoppingCriteriaList([_ExtraPageEnds(rules)])}
     output = loaded.model.generate(
         input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config,
-        pixel_values=torch.stack([p.global_view for p in pixels]).to(loaded.device, loaded.dtype),
+        pixel_values=torch.stack([p.global_view for p in pixels]).to(loaded.device, loaded.dtype), **extra,
     )
     tokens = output[0, ids.shape[1]:].tolist()
     if tokens and tokens[-1] == loaded.eos_token_id:
         tokens = tokens[:-1]
+    elif page_rules is not None and page_rules[-1].extra_page_stops:
+        tokens = tokens[:-1]  # the marker of a page that does not exist ends the row, unwritten
     return tokens
 
 
@@ -41,19 +103,86 @@ def rswa_model(tiny_checkpoint):
     return _load(tiny_checkpoint)
 
 
-def test_batched_rswa_decode_equals_transformers_generate(rswa_model):
+def test_batched_rswa_decode_equals_transformers_generate_at_forced_length(rswa_model):
+    """A batch of three documents (3, 1 and 2 pages), EOS suppressed on both sides: every row is exactly
+    3n + 13 tokens long (the ring wraps three times), token for token transformers' output."""
     window = rswa_model.window
-    new_tokens = 3 * window + 13  # well past the point where the ring wraps
+    new_tokens = 3 * window + 13
     engine = OcrEngine(rswa_model)
-    documents = [random_pages(3, seed=1), random_pages(1, seed=2)]  # different page counts, one batch
-    # transformers' generate() has neither page-count rule; ours are switched off for the comparison.
-    options = DecodeOptions(max_new_tokens=new_tokens, end_at_extra_page=False, continue_to_last_page=False)
-    results = engine.generate(documents, options)
-    for document, result in zip(documents, results):
-        expected = _transformers_tokens(rswa_model, engine, document, new_tokens)
-        assert result.token_ids == expected
-        assert len(result.token_ids) >= 3 * window or result.stop_reason == "eos"
-    assert len(set(results[0].token_ids)) > 3  # the random model is not stuck on one token
+    documents = [random_pages(3, seed=1), random_pages(1, seed=2), random_pages(2, seed=13)]
+    options = DecodeOptions(max_new_tokens=new_tokens, ignore_eos=True, end_at_extra_page=False,
+                            continue_to_last_page=False)
+    handle = rswa_model.model.lm_head.register_forward_hook(_varied_tokens_hook())
+    try:
+        results = engine.generate(documents, options)
+        for document, result in zip(documents, results):
+            assert len(result.token_ids) == new_tokens and result.stop_reason == "length"
+            assert result.token_ids == _transformers_tokens(rswa_model, engine, document, new_tokens,
+                                                            force_length=True)
+            assert len(set(result.token_ids)) > 10  # every row varies: not a random model's short cycle
+    finally:
+        handle.remove()
+
+
+def _varied_tokens_hook():
+    """lm_head hook: puts on top a token picked by a hash of the hidden state (the same in both decode paths), so
+    a random model's output varies instead of settling into a short cycle; every token id can come up."""
+
+    def hook(module, inputs, output):
+        boosted = output.clone()
+        state = (inputs[0][..., :8].sum(-1) * 1e4).floor().long()  # (..,)
+        pick = state.remainder(output.shape[-1]).unsqueeze(-1)  # (.., 1)
+        boosted.scatter_(-1, pick, output.max(dim=-1, keepdim=True).values + 1)
+        return boosted
+
+    return hook
+
+
+def _often_page_and_eos_hook(page_id, eos_id):
+    """lm_head hook: a token picked by a hash of the hidden state goes on top (the same in both decode paths), and
+    about one step in ten it is <PAGE>, one in ten EOS, so both page rules get work to do."""
+
+    def hook(module, inputs, output):
+        vocab = output.shape[-1]
+        state = (inputs[0][..., :8].sum(-1) * 1e4).floor().long()  # (..,)
+        pick = state.remainder(vocab + vocab // 4)  # (..,) in [0, 1.25 V): the top eighth goes to each rule token
+        pick = torch.where(pick >= vocab + vocab // 8, eos_id, torch.where(pick >= vocab, page_id, pick))
+        boosted = output.clone()
+        boosted.scatter_(-1, pick.unsqueeze(-1), output.max(dim=-1, keepdim=True).values + 1)
+        return boosted
+
+    return hook
+
+
+def test_page_rules_equal_a_transformers_reference_of_the_same_rules(rswa_model):
+    """The default page rules on, in a batch: each row equals transformers' generate() with the two rules written as
+    a logits processor and a stopping criterion, and both rules really fired."""
+    window = rswa_model.window
+    handle = rswa_model.model.lm_head.register_forward_hook(
+        _often_page_and_eos_hook(rswa_model.page_token_id, rswa_model.eos_token_id))
+    rules: list[_PageRules] = []
+    try:
+        engine = OcrEngine(rswa_model)
+        documents = [random_pages(3, seed=21), random_pages(2, seed=22), random_pages(4, seed=23),
+                     random_pages(1, seed=24)]
+        results = engine.generate(documents, DecodeOptions(max_new_tokens=3 * window + 13))
+        for document, result in zip(documents, results):
+            assert result.token_ids == _transformers_tokens(rswa_model, engine, document, 3 * window + 13,
+                                                            page_rules=rules)
+    finally:
+        handle.remove()
+    assert sum(rule.substituted for rule in rules) > 0  # an EOS before the last page became <PAGE>
+    assert sum(rule.extra_page_stops for rule in rules) > 0  # a page beyond the last ended a row
+    assert [len(result.pages) for result in results[:3]] == [3, 2, 4]
+
+
+def test_kv_bytes_are_the_same_after_n_and_5n_tokens(rswa_model):
+    engine = OcrEngine(rswa_model)
+    pages = [random_pages(2, seed=3)]
+    short, long = (engine.generate(pages, DecodeOptions(max_new_tokens=k * rswa_model.window, ignore_eos=True))[0]
+                   for k in (1, 5))
+    assert len(long.token_ids) == 5 * len(short.token_ids)
+    assert long.kv_bytes == short.kv_bytes > 0
 
 
 def test_rswa_cache_entries_stay_at_reference_plus_window(rswa_model):
@@ -64,27 +193,28 @@ def test_rswa_cache_entries_stay_at_reference_plus_window(rswa_model):
 
 
 def test_full_attention_mode_equals_transformers_full_attention(tiny_full_checkpoint):
+    """Past the growing cache's first reallocation (256 decode slots), EOS suppressed: exactly 300 tokens, equal."""
     loaded = _load(tiny_full_checkpoint)
     assert loaded.trained_attention == "full"
     engine = OcrEngine(loaded, attention="full")
     pages = random_pages(2, seed=4)
-    [result] = engine.generate([pages], DecodeOptions(max_new_tokens=40, end_at_extra_page=False,
-                                                      continue_to_last_page=False))
-    assert result.token_ids == _transformers_tokens(loaded, engine, pages, 40)
-    # Every token but the last one chosen was fed back (an EOS ends the run after its own step).
-    fed = len(result.token_ids) - (1 if result.stop_reason == "length" else 0)
-    assert result.kv_entries == result.reference_length + fed
+    new_tokens = 300
+    [result] = engine.generate([pages], DecodeOptions(max_new_tokens=new_tokens, ignore_eos=True,
+                                                      end_at_extra_page=False, continue_to_last_page=False))
+    assert len(result.token_ids) == new_tokens
+    assert result.token_ids == _transformers_tokens(loaded, engine, pages, new_tokens, force_length=True)
+    assert len(set(result.token_ids)) > 10
+    # Every token but the last one chosen was fed back: the cache grew past its first 256 decode slots.
+    assert result.kv_entries == result.reference_length + new_tokens - 1
 
 
-def test_rswa_decode_equals_dense_mask_forward(rswa_model):
-    """Logits of every decode step equal one full forward over the whole sequence with the dense R-SWA mask."""
-    engine = OcrEngine(rswa_model)
-    window = rswa_model.window
+def _decode_and_dense_logits(loaded, engine, steps, window):
+    """Step-by-step decode logits of our engine and the logits of one dense forward over the same sequence with the
+    mask of rswa/masks.py (``window=None``: full causal). Returns (step logits, dense logits), each (steps + 1, V)."""
     pages = random_pages(2, seed=5)
     pixels = [engine.preprocess(page) for page in pages]
     features = engine.encode_pages(pixels)
-    ids = build_input_ids(rswa_model.tokenizer, [f.shape[0] for f in features])
-    steps = 3 * window
+    ids = build_input_ids(loaded.tokenizer, [f.shape[0] for f in features])
     cache, logits = engine.prefill([(ids, features)])
     step_logits, tokens = [logits[0]], []
     position = torch.tensor([[ids.shape[0]]])
@@ -93,24 +223,34 @@ def test_rswa_decode_equals_dense_mask_forward(rswa_model):
         tokens.append(token)
         step_logits.append(engine.decode_step(cache, torch.tensor([[token]]), position)[0])
         position = position + 1
-    # Dense reference: prompt + generated tokens, one forward, mask from rswa/masks.py.
     full_ids = torch.cat([ids, torch.tensor(tokens)])
     embeds = engine._embed_prompt(full_ids, features)[None]
-    length = full_ids.shape[0]
-    mask = rswa_mask([ids.shape[0]], length, window=window)
-    language = rswa_model.model.model.language_model
-    hidden = language(inputs_embeds=embeds, attention_mask={"reference_sliding_attention": mask,
-                                                            "full_attention": mask},
-                      position_ids=torch.arange(length)[None]).last_hidden_state
-    dense_logits = rswa_model.model.lm_head(hidden[0, ids.shape[0] - 1:]).float()  # (steps + 1, V)
-    assert torch.allclose(torch.stack(step_logits), dense_logits, atol=1e-8, rtol=1e-6)
-    # And the window really matters: a full-causal forward gives different logits after n steps.
-    causal = rswa_mask([ids.shape[0]], length, window=None)
-    hidden_full = language(inputs_embeds=embeds, attention_mask={"reference_sliding_attention": causal,
-                                                                 "full_attention": causal},
-                           position_ids=torch.arange(length)[None]).last_hidden_state
-    full_logits = rswa_model.model.lm_head(hidden_full[0, ids.shape[0] - 1:]).float()
-    assert not torch.allclose(full_logits[window + 1:], dense_logits[window + 1:], atol=1e-6)
+    mask = rswa_mask([ids.shape[0]], full_ids.shape[0], window=window)
+    hidden = loaded.model.model.language_model(
+        inputs_embeds=embeds, attention_mask={"reference_sliding_attention": mask, "full_attention": mask},
+        position_ids=torch.arange(full_ids.shape[0])[None]).last_hidden_state
+    return torch.stack(step_logits), loaded.model.lm_head(hidden[0, ids.shape[0] - 1:]).float()
+
+
+def test_full_attention_decode_equals_dense_causal_forward_past_cache_growth(tiny_full_checkpoint):
+    """The growing cache (256 decode slots, then reallocated): every step's logits, before and after the growth,
+    equal one causal forward; tokens alone could miss a slot lost in the copy."""
+    loaded = _load(tiny_full_checkpoint)
+    engine = OcrEngine(loaded, attention="full")
+    steps, dense = _decode_and_dense_logits(loaded, engine, 300, window=None)
+    assert steps.shape[0] == 301
+    assert torch.allclose(steps, dense, atol=1e-8, rtol=1e-6)
+
+
+def test_rswa_decode_equals_dense_mask_forward(rswa_model):
+    """Logits of every decode step equal one full forward over the whole sequence with the dense R-SWA mask."""
+    engine = OcrEngine(rswa_model)
+    window = rswa_model.window
+    steps, dense = _decode_and_dense_logits(rswa_model, engine, 3 * window, window=window)
+    assert torch.allclose(steps, dense, atol=1e-8, rtol=1e-6)
+    # And the window really matters: a full-causal forward over the same tokens differs after n steps.
+    _, causal = _decode_and_dense_logits(rswa_model, OcrEngine(rswa_model), 3 * window, window=None)
+    assert not torch.allclose(causal[window + 1:], dense[window + 1:], atol=1e-6)
 
 
 def test_streaming_callback_sees_every_token_with_its_page(rswa_model):

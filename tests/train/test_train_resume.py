@@ -34,3 +34,27 @@ def test_init_from_checkpoint_restores_model_and_auxiliary_head(make_config, tmp
     for name, value in source.model.state_dict().items():
         assert torch.equal(tuned.model.state_dict()[name], value), name
     assert tuned.state["step"] == 0  # fine-tuning starts its own schedule
+
+
+def test_init_from_an_export_at_another_view_size(make_config, tmp_path):
+    """A stage at a larger image size starts from a smaller-view export: every weight is kept except SAM's absolute
+    position grid, which is resized (the stage-1 crop reader -> a full-page reader)."""
+    import torch.nn.functional as F
+
+    small = Trainer(make_config(run_dir=str(tmp_path / "small")), resume=False)
+    small.train_step()
+    export = small.export(tmp_path / "small" / "export")
+    config = make_config(run_dir=str(tmp_path / "large"))
+    config.model.image_size = 512  # the tiny config's 256 -> 512: pos_embed (1, 16, 16, C) -> (1, 32, 32, C)
+    large = Trainer(config, resume=False, init_from=str(export))
+    assert large.image_size == 512
+    before, after = small.model.state_dict(), large.model.state_dict()
+    key = "model.vision_tower.sam_encoder.pos_embed"
+    assert before[key].shape[1:3] == (16, 16) and after[key].shape[1:3] == (32, 32)
+    expected = F.interpolate(before[key].permute(0, 3, 1, 2), size=(32, 32), mode="bicubic", align_corners=False,
+                             antialias=True).permute(0, 2, 3, 1)
+    torch.testing.assert_close(after[key], expected)
+    for name, value in before.items():
+        if name != key:
+            assert torch.equal(after[name], value), name
+    large.train_step()  # and it trains at the new size

@@ -182,3 +182,24 @@ class TrainingModule(nn.Module):
             out["ctc_sum"] = ctc
             out["ctc_chars"] = lengths.sum().clamp(min=1)
         return out
+
+
+def load_weights_resizing_views(model: UnlimitedOcrForConditionalGeneration, state: dict[str, torch.Tensor]) -> list[str]:
+    """Load ``state`` into ``model``; SAM's absolute position grid is resized when the view size changed.
+
+    A stage that trains at another ``image_size`` (e.g. 512-px crops, then 1536-px pages) keeps every weight: only
+    ``pos_embed`` depends on the view size (windowed attention's relative tables depend on the window), and it is
+    resized the way transformers resizes it at run time (bicubic, antialiased). Returns the resized names.
+    """
+    own = model.state_dict()
+    resized = []
+    state = dict(state)
+    for name, value in state.items():
+        if name in own and own[name].shape != value.shape and name.endswith("pos_embed") and value.dim() == 4:
+            grid = F.interpolate(value.permute(0, 3, 1, 2).float(), size=tuple(own[name].shape[1:3]), mode="bicubic",
+                                 align_corners=False, antialias=True)  # (1, C, H, W)
+            state[name] = grid.permute(0, 2, 3, 1).to(value.dtype).contiguous()  # (1, H, W, C)
+            resized.append(name)
+    model.load_state_dict(state)
+    return resized
+

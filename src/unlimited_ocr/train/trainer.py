@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
+from safetensors.torch import load_file as load_safetensors_file
 from safetensors.torch import load_model as load_safetensors_model
 from safetensors.torch import save_model as save_safetensors_model
 
@@ -38,7 +39,7 @@ from ..model.loading import LoadedModel
 from ..model.tokenizer import build_char_tokenizer
 from .batch import collate
 from .config import TrainConfig, parse_curriculum, scheduled_level
-from .modeling import TrainingModule, build_model, queries_per_side
+from .modeling import TrainingModule, build_model, load_weights_resizing_views, queries_per_side
 from .sources import BatchStream, RealSample, SampleSource
 
 def eval_level(config: TrainConfig) -> int:
@@ -104,7 +105,7 @@ class Trainer:
             from transformers import UnlimitedOcrForConditionalGeneration
 
             source = UnlimitedOcrForConditionalGeneration.from_pretrained(init_from)
-            self.model.load_state_dict(source.state_dict())
+            load_weights_resizing_views(self.model, source.state_dict())
         if config.page_position_stride:
             # Saved with the model (config.json), so the engine and every export use the same rotary ids.
             self.model.config.page_position_stride = config.page_position_stride
@@ -118,7 +119,7 @@ class Trainer:
             guide_head=0 if config.guide_weight > 0 else None,
         )
         if init_checkpoint is not None:
-            load_safetensors_model(self.model, str(init_checkpoint / "model.safetensors"))
+            load_weights_resizing_views(self.model, load_safetensors_file(str(init_checkpoint / "model.safetensors")))
             for kind, head in (("ctc", self.module.ctc_head), ("grid", self.module.grid_head)):
                 if head is not None and (init_checkpoint / f"aux-{kind}.safetensors").exists():
                     load_safetensors_model(head, str(init_checkpoint / f"aux-{kind}.safetensors"))
