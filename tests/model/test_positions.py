@@ -4,7 +4,7 @@ cells as page 0's output has to page 0's cells; training and decoding share one 
 import pytest
 import torch
 
-from unlimited_ocr.model.positions import PagePositions
+from unlimited_ocr.model.positions import PageCounter, PagePositions
 from unlimited_ocr.model.prompt import build_input_ids
 from unlimited_ocr.model.tokenizer import IMAGE, PAGE, build_char_tokenizer
 
@@ -56,16 +56,29 @@ def test_each_page_sits_as_far_from_its_output_as_page_zero():
     assert opens[0] == first_image + per_page + tail
 
 
-def test_advance_matches_sequence():
+def test_output_ids_follow_the_pages_by_hand():
+    """<PAGE>ab<PAGE>cd<PAGE>e on 3 pages, stride 64: each marker begins page m at anchor + (m-1)*64 + 1, every
+    other token one after the previous (worked out by hand, relative to the prompt's last position)."""
     prompt, sequence = document(3, 10, "<PAGE>ab<PAGE>cd<PAGE>e")
     positions = scheme(64)
-    expected = positions.sequence(sequence, prompt.shape[0], [10] * 3).tolist()
-    anchor = int(positions.reference(prompt, [10] * 3)[-1])
-    position, opened, stepped = anchor, 0, []
-    for token in sequence[prompt.shape[0]:].tolist():
-        position, opened = positions.advance(position, token, opened, anchor)
-        stepped.append(position)
-    assert stepped == expected[prompt.shape[0]:]
+    ids = positions.sequence(sequence, prompt.shape[0], [10] * 3).tolist()
+    anchor = ids[prompt.shape[0] - 1]
+    assert [i - anchor for i in ids[prompt.shape[0]:]] == [1, 2, 3, 65, 66, 67, 129, 130]
+    # Sequential ids (the official model): simply one after another.
+    flat = PagePositions(stride=None, image_token_id=positions.image_token_id, page_token_id=positions.page_token_id)
+    assert flat.sequence(sequence, prompt.shape[0], [10] * 3).tolist() == list(range(sequence.shape[0]))
+
+
+def test_page_counter_counts_an_unmarked_start_as_page_one():
+    counter = PageCounter(page_token_id=5)
+    assert counter.begun == 0
+    for token, begun in [(9, 1), (9, 1), (5, 2), (9, 2), (5, 3)]:
+        counter.count(token)
+        assert counter.begun == begun
+    marked = PageCounter(page_token_id=5)
+    for token, begun in [(5, 1), (9, 1), (5, 2)]:
+        marked.count(token)
+        assert marked.begun == begun
 
 
 def test_output_that_skips_the_first_marker_still_moves_to_the_next_page():

@@ -35,8 +35,9 @@ def _without_timings(path):
 def test_client_mode_writes_the_same_files_as_local_mode(server, engine, inputs, tmp_path, name, mode):
     document = load_document(inputs / name)
     options = DecodeOptions(max_new_tokens=12)
-    local = transcribe_document(engine, document, options, mode=mode)
-    progress = []
+    local_progress, progress = [], []
+    local = transcribe_document(engine, document, options, mode=mode,
+                                on_token=lambda row, token, page: local_progress.append(page))
     remote = transcribe_document_remote(server.url, document, options, mode=mode,
                                         on_token=lambda row, token, page: progress.append(page))
     stem = name.split(".")[0]
@@ -49,6 +50,8 @@ def test_client_mode_writes_the_same_files_as_local_mode(server, engine, inputs,
                                                                    engine.loaded.source)
     assert remote_meta == local_meta
     assert len(progress) > 1  # tokens were reported as they streamed
+    # The page being read, as the local engine counts it (one definition of pages begun on both sides).
+    assert progress == sorted(progress) and set(progress) == set(local_progress)
     if mode == "per-page":
         assert max(progress) == len(document.good_pages)
 

@@ -103,6 +103,7 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
     from transformers.utils import logging as hf_logging
 
     from ..engine import DecodeOptions, OcrEngine
+    from ..engine.rows import no_repeat_window
     from ..model.loading import dtype_from_name, load_model
     from ..model.prompt import build_input_ids
 
@@ -118,7 +119,7 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
     pixels = [engine.preprocess(page) for page in _random_pages(pages)]
     features = engine.encode_pages(pixels)
     input_ids = build_input_ids(loaded.tokenizer, [f.shape[0] for f in features])
-    window = 1024 if pages > 1 else 128
+    window = no_repeat_window(pages)
     if engine_name in ("rswa", "full"):
         options = DecodeOptions(max_new_tokens=tokens, ignore_eos=True, no_repeat_window=window)
         cpu_times: list[float] = []

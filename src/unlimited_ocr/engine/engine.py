@@ -37,6 +37,7 @@ from ..rswa.cache import RSWACache
 from ..rswa.masks import rswa_mask, to_additive
 from .norepeat import WindowedNoRepeat
 from .pages import split_pages
+from .rows import DecodeRow, no_repeat_window
 from .sliding import SlidingReference
 
 # on_token(row, token_id, page_number): called after every decode step for every row still running.
@@ -276,85 +277,61 @@ class OcrEngine:
         start = time.perf_counter()
         cache, logits = self.prefill(prepared)
         prefill_seconds = time.perf_counter() - start
-        lengths = [int(ids.shape[0]) for ids, _ in prepared]
-        guards = []
-        for (ids, features) in prepared:
-            window = options.no_repeat_window or (1024 if len(features) > 1 else 128)
-            guards.append(
-                WindowedNoRepeat(options.no_repeat_ngram_size, window, ids.tolist()) if options.no_repeat_ngram_size
-                else None
-            )
-        outputs: list[list[int]] = [[] for _ in range(batch)]
-        pages_seen = [0] * batch
-        running = [True] * batch
-        stop = ["length"] * batch
+        rows = [self._row(ids, features, pages, options) for (ids, features), pages in zip(prepared, page_counts)]
         step_times: list[float] = []
-        # Rotary ids of the fed tokens: prompt's last + 1 onwards, or page-anchored (model/positions.py).
-        scheme = loaded.positions
-        anchors = [int(scheme.reference(ids, [f.shape[0] for f in features])[-1]) for ids, features in prepared]
-        row_positions, opened = list(anchors), [0] * batch
-        def pages_begun(row: int) -> int:
-            """The "<PAGE>" markers written, + 1 if the output began with text (no marker before page 1)."""
-            return pages_seen[row] + int(bool(outputs[row]) and outputs[row][0] != loaded.page_token_id)
-
+        chosen: list[int] = []  # this step's token per row, fed back at the next step
+        fed = None
         decode_start = time.perf_counter()
         with self.decode_kernels():
             for step in range(options.max_new_tokens):
-                if step:
-                    for row in range(batch):
-                        row_positions[row], opened[row] = scheme.advance(
-                            row_positions[row], int(chosen_list[row]), opened[row], anchors[row])
-                    if slider is not None and opened[0]:
-                        slider.page_opened(self, cache, opened[0] - 1)  # before the forward that reads on
-                    positions = torch.tensor(row_positions, device=device).view(batch, 1)  # (B, 1)
-                    logits = self.decode_step(cache, next_tokens, positions)
-                for row in range(batch):
-                    if guards[row] is not None:
-                        banned = guards[row].banned()
-                        if banned:
-                            logits[row, banned] = float("-inf")
+                if step:  # step 0 reads the prefill's logits
+                    for row, token in zip(rows, chosen):
+                        row.feed(token)
+                    if slider is not None and rows[0].pages.begun:
+                        slider.page_opened(self, cache, rows[0].pages.begun - 1)  # before the forward reads on
+                    positions = torch.tensor([row.position for row in rows], device=device).view(batch, 1)  # (B, 1)
+                    logits = self.decode_step(cache, fed, positions)  # (B, V)
+                for index, row in enumerate(rows):
+                    row.ban(logits[index])
                 if options.ignore_eos:
                     logits[:, loaded.eos_token_id] = float("-inf")
-                chosen = logits.argmax(dim=-1)  # (B,)
-                chosen_list = chosen.tolist()
-                for row, token in enumerate(chosen_list):
-                    if not running[row]:
-                        continue
-                    num_pages = page_counts[row]
-                    begun = pages_begun(row)
-                    if (options.continue_to_last_page and token == loaded.eos_token_id and num_pages > 1
-                            and loaded.page_token_id is not None and begun < num_pages):
-                        token = chosen_list[row] = loaded.page_token_id
-                        chosen[row] = token  # fed back at the next step
-                    if guards[row] is not None:
-                        guards[row].push(token)
-                    extra_page = options.end_at_extra_page and token == loaded.page_token_id and begun >= num_pages
-                    if token == loaded.eos_token_id or extra_page:
-                        running[row] = False
-                        stop[row] = "eos"
-                        continue
-                    outputs[row].append(token)
-                    if token == loaded.page_token_id:
-                        pages_seen[row] += 1
-                    if on_token is not None:
-                        on_token(row, token, max(pages_begun(row), 1))  # the page being read
+                chosen = logits.argmax(dim=-1).tolist()  # (B,)
+                for index, row in enumerate(rows):
+                    if row.running:
+                        chosen[index] = row.take(chosen[index])  # the page rules may change it, or end the row
+                        if row.running and on_token is not None:
+                            on_token(index, chosen[index], row.page_being_read)
                 step_times.append(time.perf_counter())
-                if not any(running):
+                if not any(row.running for row in rows):
                     break
-                next_tokens = chosen.view(batch, 1)
+                fed = torch.tensor(chosen, device=device).view(batch, 1)  # (B, 1)
         decode_seconds = time.perf_counter() - decode_start
-        kv_bytes = cache.nbytes()
-        entries = cache.entries().tolist()
+        kv_bytes, entries = cache.nbytes(), cache.entries().tolist()
         results = []
-        for row in range(batch):
-            text = self.decode_text(outputs[row])
-            num_pages = page_counts[row]
+        for row, (ids, _), entry in zip(rows, prepared, entries):
+            text = self.decode_text(row.tokens)
             results.append(DocumentResult(
-                token_ids=outputs[row], text=text, pages=split_pages(text, num_pages), num_pages=num_pages,
-                reference_length=lengths[row], stop_reason=stop[row], kv_bytes=kv_bytes, kv_entries=int(entries[row]),
-                prefill_seconds=prefill_seconds, decode_seconds=decode_seconds, step_times=step_times,
+                token_ids=row.tokens, text=text, pages=split_pages(text, row.num_pages), num_pages=row.num_pages,
+                reference_length=int(ids.shape[0]), stop_reason=row.stop_reason, kv_bytes=kv_bytes,
+                kv_entries=int(entry), prefill_seconds=prefill_seconds, decode_seconds=decode_seconds,
+                step_times=step_times,
             ))
         return results
+
+    def _row(self, ids: torch.Tensor, features: list[torch.Tensor], num_pages: int,
+             options: DecodeOptions) -> DecodeRow:
+        """A document's decode state: rotary ids continue from its prompt's (model/positions.py)."""
+        loaded = self.loaded
+        scheme = loaded.positions
+        anchor = int(scheme.reference(ids, [f.shape[0] for f in features])[-1])
+        guard = None
+        if options.no_repeat_ngram_size:
+            window = no_repeat_window(len(features), options.no_repeat_window)
+            guard = WindowedNoRepeat(options.no_repeat_ngram_size, window, ids.tolist())
+        return DecodeRow(num_pages=num_pages, position=anchor, anchor=anchor, scheme=scheme,
+                         eos_id=loaded.eos_token_id, page_id=loaded.page_token_id, guard=guard,
+                         continue_to_last_page=options.continue_to_last_page,
+                         end_at_extra_page=options.end_at_extra_page)
 
     def _generate_sliding(self, pages: Sequence[Image.Image], options: DecodeOptions,
                           on_token: TokenCallback | None, reference_pages: int) -> DocumentResult:

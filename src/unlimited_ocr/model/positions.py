@@ -68,27 +68,48 @@ class PagePositions:
                              f"stride {self.stride}")
         return torch.tensor(positions, dtype=torch.long)
 
-    def advance(self, position: int, token: int, opened: int, anchor: int) -> tuple[int, int]:
-        """Position of the fed ``token`` that follows ``position``, and pages begun so far.
+    def advance(self, position: int, token: int, begun: int, anchor: int) -> int:
+        """Position of the fed ``token`` that follows ``position``.
 
-        ``anchor`` is the position of the last prompt token; ``opened`` counts pages begun: each ``<PAGE>`` fed,
-        plus page 0 when the output begins with text instead of a marker (a single page, or a model that skipped
-        the first marker). Without that, a skipped first marker made the next ``<PAGE>`` re-open page 0 and the
-        model read page 1 twice (measured on the demo PDF).
+        ``anchor`` is the position of the last prompt token; ``begun`` is the document's pages begun once ``token``
+        is counted (:class:`PageCounter`): a ``<PAGE>`` that begins page m (1-based) sits at
+        ``anchor + (m - 1) * stride + 1``, every other token one after the previous.
         """
         if self.anchored and token == self.page_token_id:
-            opened += 1
-            return anchor + (opened - 1) * self.stride + 1, opened
-        if opened == 0 and position == anchor:  # the first output token, and it is text: page 0 begun unmarked
-            opened = 1
-        return position + 1, opened
+            return anchor + (begun - 1) * self.stride + 1
+        return position + 1
 
     def sequence(self, input_ids: torch.Tensor, prompt_length: int, page_lengths: Sequence[int]) -> torch.Tensor:
         """``(L,)`` position ids of prompt + teacher-forced output tokens (a training sample)."""
         positions = self.reference(input_ids[:prompt_length], page_lengths).tolist()
-        anchor = positions[-1]
-        position, opened = anchor, 0
+        anchor = position = positions[-1]
+        pages = PageCounter(self.page_token_id)
         for token in input_ids[prompt_length:].tolist():
-            position, opened = self.advance(position, token, opened, anchor)
+            pages.count(token)
+            position = self.advance(position, token, pages.begun, anchor)
             positions.append(position)
         return torch.tensor(positions, dtype=torch.long)
+
+
+class PageCounter:
+    """Pages begun by an output, the one definition the engine, the rotary ids and progress reports share.
+
+    The official multi-page format writes ``<PAGE>`` before every page, so each marker begins a page. An output that
+    begins with text has begun page 1 without a marker (a single page, or a model that skipped the first marker):
+    its first ``<PAGE>`` then begins page 2 (counting it as page 1 again made the bundled model read a page twice).
+    """
+
+    def __init__(self, page_token_id: int | None):
+        self.page_token_id = page_token_id
+        self.markers = 0
+        self.started_with_text: bool | None = None  # None until the first token
+
+    def count(self, token: int) -> None:
+        if self.started_with_text is None:
+            self.started_with_text = token != self.page_token_id
+        if token == self.page_token_id:
+            self.markers += 1
+
+    @property
+    def begun(self) -> int:
+        return self.markers + int(bool(self.started_with_text))

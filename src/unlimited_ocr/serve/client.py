@@ -32,6 +32,7 @@ from ..documents.writers import DocumentOutput
 from ..engine import DecodeOptions
 from ..engine.engine import TokenCallback
 from ..engine.pages import PAGE_TOKEN, split_pages
+from ..engine.rows import no_repeat_window
 from ..model.prompt import default_prompt
 from ..pipeline import assign_pages
 
@@ -110,7 +111,7 @@ class RemoteOcr:
     # -- one request -----------------------------------------------------------------------------------------
     def request_body(self, images: list[Image.Image], options: DecodeOptions) -> dict:
         prompt = options.prompt if options.prompt is not None else default_prompt(len(images))
-        window = options.no_repeat_window or (1024 if len(images) > 1 else 128)  # the engine's defaults, explicit
+        window = no_repeat_window(len(images), options.no_repeat_window)  # the engine's rule, sent explicitly
         ngram = options.no_repeat_ngram_size or 0
         content = [{"type": "image_url", "image_url": {"url": page_data_url(image)}} for image in images]
         content.append({"type": "text", "text": prompt})
@@ -192,6 +193,7 @@ def _read_stream(response: httpx.Response, on_token: TokenCallback | None, page_
     pieces: list[str] = []
     finish_reason, usage, extras = None, {}, {}
     pages_seen, tail = 0, ""
+    head, starts_with_text = "", None  # as PageCounter: an output that begins with text has begun page 1
     for line in response.iter_lines():
         if not line.startswith("data:"):
             continue  # blank separators, ": keep-alive" comments, event names
@@ -218,8 +220,14 @@ def _read_stream(response: httpx.Response, on_token: TokenCallback | None, page_
                 window = tail + piece
                 pages_seen += window.count(PAGE_TOKEN) - tail.count(PAGE_TOKEN)
                 tail = window[-(len(PAGE_TOKEN) - 1):]
-                if on_token is not None:
-                    on_token(0, -1, page_offset + max(pages_seen, 1))  # token ids are not sent over the API
+                if starts_with_text is None:
+                    head += piece
+                    if not PAGE_TOKEN.startswith(head[: len(PAGE_TOKEN)]):
+                        starts_with_text = True
+                    elif len(head) >= len(PAGE_TOKEN):
+                        starts_with_text = False
+                if on_token is not None:  # token ids are not sent over the API; the page being read is
+                    on_token(0, -1, page_offset + max(pages_seen + int(bool(starts_with_text)), 1))
             if choice.get("finish_reason"):
                 finish_reason = choice["finish_reason"]
     if finish_reason is None:
