@@ -4,14 +4,14 @@ Everything runs in float64 so that summation-order differences between the two p
 ring order vs concatenation) cannot flip a greedy choice; token equality is then a strict check.
 """
 
-import copy
-
 import pytest
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from tests.conftest import random_pages
 from unlimited_ocr.engine import DecodeOptions, OcrEngine
+from unlimited_ocr.engine.reference import new_tokens as generated_tokens
+from unlimited_ocr.engine.reference import transformers_generate
 from unlimited_ocr.model.loading import load_model
 from unlimited_ocr.model.prompt import build_input_ids
 from unlimited_ocr.rswa.masks import rswa_mask
@@ -68,32 +68,22 @@ class _ExtraPageEnds(StoppingCriteria):
 
 
 def _transformers_tokens(loaded, engine, pages, max_new_tokens, force_length=False, page_rules=None):
-    """Greedy tokens of transformers' own generate() (its R-SWA cache, windowed no-repeat n-gram).
+    """Greedy tokens of transformers' own generate() (engine/reference.py: its R-SWA cache, windowed no-repeat).
 
     ``force_length``: EOS suppressed (our ``ignore_eos``), so exactly ``max_new_tokens`` come out.
     ``page_rules``: a list that receives the :class:`_PageRules` reference used, which then applies our page rules.
     """
     pixels = [engine.preprocess(page) for page in pages]
-    ids = build_input_ids(loaded.tokenizer, [p.num_positions for p in pixels])[None].to(loaded.device)
-    config = copy.deepcopy(loaded.model.generation_config)
-    config.update(max_new_tokens=max_new_tokens, do_sample=False, no_repeat_ngram_size=35)
-    config.no_repeat_ngram_window_size = 1024 if len(pages) > 1 else 128
-    if force_length:
-        config.suppress_tokens = [loaded.eos_token_id]
+    ids = build_input_ids(loaded.tokenizer, [p.num_positions for p in pixels])
     extra = {}
     if page_rules is not None:
-        rules = _PageRules(ids.shape[1], len(pages), loaded.eos_token_id, loaded.page_token_id)
+        rules = _PageRules(ids.shape[0], len(pages), loaded.eos_token_id, loaded.page_token_id)
         page_rules.append(rules)
         extra = {"logits_processor": LogitsProcessorList([_EosBecomesPage(rules)]),
                  "stopping_criteria": StoppingCriteriaList([_ExtraPageEnds(rules)])}
-    output = loaded.model.generate(
-        input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config,
-        pixel_values=torch.stack([p.global_view for p in pixels]).to(loaded.device, loaded.dtype), **extra,
-    )
-    tokens = output[0, ids.shape[1]:].tolist()
-    if tokens and tokens[-1] == loaded.eos_token_id:
-        tokens = tokens[:-1]
-    elif page_rules is not None and page_rules[-1].extra_page_stops:
+    output = transformers_generate(loaded, pixels, ids, max_new_tokens, force_length=force_length, **extra)
+    tokens = generated_tokens(loaded, output, ids.shape[0])
+    if page_rules is not None and page_rules[-1].extra_page_stops:
         tokens = tokens[:-1]  # the marker of a page that does not exist ends the row, unwritten
     return tokens
 

@@ -128,7 +128,7 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
         step_times, kv_bytes = result.step_times, result.kv_bytes
         first_step = result.first_step_seconds
     else:
-        step_times, cpu_times, kv_bytes = _transformers_generate(engine, input_ids, features, tokens, window)
+        step_times, cpu_times, kv_bytes = _transformers_generate(engine, pixels, input_ids, tokens)
         first_step = None  # generate() does not expose its first step apart from the prefill
     queue.put({
         "engine": engine_name,
@@ -144,13 +144,11 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
     })
 
 
-def _transformers_generate(engine, input_ids, features, tokens: int, window: int):
-    """transformers' own generate() with its own R-SWA cache; a streamer stamps the time of every token."""
-    import copy
+def _transformers_generate(engine, pixels, input_ids, tokens: int):
+    """transformers' own generate() (engine/reference.py, the tests' reference), EOS suppressed so it runs exactly
+    ``tokens`` steps; a streamer stamps the time of every token."""
+    from ..engine.reference import cache_bytes, transformers_generate
 
-    import torch
-
-    model = engine.model
     stamps: list[float] = []
     cpu_stamps: list[float] = []
 
@@ -162,21 +160,8 @@ def _transformers_generate(engine, input_ids, features, tokens: int, window: int
         def end(self):
             pass
 
-    config = copy.deepcopy(model.generation_config)
-    config.update(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, no_repeat_ngram_size=35)
-    config.no_repeat_ngram_window_size = window
-    with torch.no_grad():
-        embeds = engine._embed_prompt(input_ids, features)[None]  # (1, T, D)
-        output = model.generate(inputs_embeds=embeds,
-                                attention_mask=torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device),
-                                generation_config=config, streamer=Stamp(), return_dict_in_generate=True)
-    kv_bytes = 0
-    for layer in output.past_key_values.layers:
-        for name in ("prefill_keys", "prefill_values", "keys", "values"):
-            tensor = getattr(layer, name, None)
-            if isinstance(tensor, torch.Tensor):
-                kv_bytes += tensor.nbytes
-    return stamps[1:], cpu_stamps[1:], kv_bytes  # the first put() is the prompt
+    output = transformers_generate(engine.loaded, pixels, input_ids, tokens, force_length=True, streamer=Stamp())
+    return stamps[1:], cpu_stamps[1:], cache_bytes(output)  # the first put() is the prompt
 
 
 def run_engine(engine_name: str, checkpoint: str, pages: int, tokens: int, threads: int | None,
