@@ -1,0 +1,92 @@
+"""eval pdf-text: hand-computed CER, markdown to plain text, pooling, and end-to-end runs on a typeset PDF (the
+bundled model; Tesseract when installed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from unlimited_ocr.documents.text_layer import collapse_whitespace, normalise_text_layer, page_text_layers
+from unlimited_ocr.eval.pdf_text import main, markdown_to_plain, page_edit, pooled
+
+LINES = ["The quick brown fox jumps", "over the lazy dog, twice."]
+
+
+@pytest.fixture(scope="module")
+def typeset_pdf(tmp_path_factory):
+    """Two pages typeset by matplotlib (a real PDF text layer); page 2 has no text at all."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_pdf import PdfPages
+    from matplotlib.figure import Figure
+
+    path = tmp_path_factory.mktemp("pdf") / "typeset.pdf"
+    with PdfPages(path) as pdf:
+        figure = Figure(figsize=(4, 3))
+        for index, line in enumerate(LINES):
+            figure.text(0.05, 0.8 - 0.15 * index, line, fontsize=14, family="DejaVu Sans")
+        pdf.savefig(figure)
+        pdf.savefig(Figure(figsize=(4, 3)))  # a blank page: no text layer
+    return path
+
+
+def test_edit_is_counted_after_whitespace_collapsing():
+    assert page_edit("abc def", "abd  def") == (1, 7)  # one substitution; the double space is not an edit
+    assert page_edit("one\ntwo", "one two") == (0, 7)
+    assert page_edit("  x ", "") == (1, 1)
+
+
+def test_markdown_becomes_the_plain_text_a_reader_sees():
+    markdown = "# Title\n\n- item **bold**\n* other\n<table><tr><td>a</td><td>b</td></tr></table>\n2 - 1"
+    assert collapse_whitespace(markdown_to_plain(markdown)) == "Title item bold other a b 2 - 1"
+    assert collapse_whitespace(markdown_to_plain("<PAGE>page one<PAGE>page two")) == "page one page two"
+
+
+def test_pooled_cer_is_total_edits_over_total_characters():
+    rows = [{"truth_chars": 10, "ours_distance": 5, "ours_seconds": 1.0},
+            {"truth_chars": 90, "ours_distance": 0, "ours_seconds": 3.0},
+            {"truth_chars": 50, "ours_distance": None, "ours_seconds": None}]
+    figures = pooled(rows, "ours")
+    assert figures["cer"] == pytest.approx(5 / 100)  # the mean of per-page CERs would be 0.25
+    assert (figures["pages"], figures["truth_chars"], figures["seconds_per_page"]) == (2, 100, 2.0)
+    assert pooled(rows, "tesseract") is None
+
+
+def test_text_layer_normalisation():
+    assert normalise_text_layer("ﬁne\r\n  two   spaces \r\n\r\nend\u00ad") == "fine\ntwo spaces\nend"
+
+
+def test_the_text_layer_is_what_was_typeset(typeset_pdf):
+    first, blank = page_text_layers(typeset_pdf)
+    assert first.split("\n") == LINES and blank == ""
+
+
+def test_model_run_scores_every_page_with_text(typeset_pdf, tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    assert main([str(typeset_pdf), "--device", "cpu", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    [row] = data["rows"]  # the blank page is skipped, with a note
+    assert row["page"] == 1 and row["truth_chars"] == len(" ".join(LINES))
+    assert 0 <= row["ours_cer"] and row["ours_distance"] == round(row["ours_cer"] * row["truth_chars"])
+    assert data["pooled"]["ours"]["pages"] == 1 and data["pooled"]["tesseract"] is None
+    assert "no text layer" in capsys.readouterr().err
+
+
+def test_bad_inputs_are_reported_and_the_others_scored(typeset_pdf, tmp_path, capsys):
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4\n%%EOF")
+    out = tmp_path / "rows.json"
+    assert main([str(broken), str(typeset_pdf), "--device", "cpu", "--json", str(out)]) == 1
+    assert "error:" in capsys.readouterr().err and len(json.loads(out.read_text())["rows"]) == 1
+    assert main([str(typeset_pdf), "--pages", "0-"]) == 2  # a usage error
+
+
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract is not installed")
+def test_tesseract_reads_the_typeset_page(typeset_pdf, tmp_path):
+    out = tmp_path / "rows.json"
+    assert main([str(typeset_pdf), "--peer", "tesseract", "--no-model", "--json", str(out)]) == 0
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["ours_cer"] is None and row["tesseract_cer"] < 0.1  # clean 14-pt text: Tesseract reads it
