@@ -1,5 +1,6 @@
 """A run resumed from its checkpoint takes exactly the step it would have taken (same loss, same weights)."""
 
+import pytest
 import torch
 
 from unlimited_ocr.train.trainer import Trainer
@@ -58,3 +59,27 @@ def test_init_from_an_export_at_another_view_size(make_config, tmp_path):
         if name != key:
             assert torch.equal(after[name], value), name
     large.train_step()  # and it trains at the new size
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_training_on_cuda_resumes_exactly_and_exports(make_config, tmp_path):
+    """The same trainer on a GPU (bfloat16 autocast, DataLoader workers): the loss falls, a resumed run takes the
+    step the uninterrupted one took, and the export loads on the CPU."""
+    from unlimited_ocr.model.loading import load_model
+
+    config = make_config(run_dir=str(tmp_path / "a"), device="cuda", workers=2, steps=12)
+    straight = Trainer(config, resume=False)
+    losses = [straight.train_step()["loss"] for _ in range(12)]
+    assert losses[-1] < losses[0]
+    first = Trainer(make_config(run_dir=str(tmp_path / "b"), device="cuda", workers=2, steps=12), resume=False)
+    for _ in range(6):
+        first.train_step()
+    first.save_checkpoint()
+    first.close()
+    resumed = Trainer(make_config(run_dir=str(tmp_path / "b"), device="cuda", workers=2, steps=12), resume=True)
+    assert abs(resumed.train_step()["loss"] - losses[6]) < 1e-3  # bf16 kernels: equal up to rounding
+    export = resumed.export(tmp_path / "export")
+    assert load_model(str(export), device="cpu").model.device.type == "cpu"
+    straight.close()
+    resumed.close()

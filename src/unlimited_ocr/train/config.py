@@ -130,6 +130,7 @@ class TrainConfig:
     grid_slots: int = 4  # characters a 32-px cell can hold (+1 terminator); more are dropped from the target
     ctc_frames: int = 8  # frames per visual token: an 8-token row must hold ~25 characters plus blanks
     threads: int = 0  # torch threads per process; 0 = cpu count / processes
+    device: str = "cpu"  # "cpu", "cuda" or "auto" (cuda when available); CUDA trains under bfloat16 autocast
     # DataLoader processes that render and tokenize the next batches while the model trains (a GPU run on many
     # cores); 0 = build each batch in the training process. Batches are the same either way (exact resume holds).
     workers: int = 0

@@ -19,6 +19,7 @@ broadcasts every time-based decision so all ranks stop, checkpoint and change le
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -126,6 +127,11 @@ class Trainer:
         if config.freeze_encoder:
             for parameter in self.model.model.vision_tower.parameters():
                 parameter.requires_grad_(False)
+        # CUDA when asked for (or "auto" with a GPU present): the weights stay float32, forwards run under bfloat16
+        # autocast; batches are built on the CPU (by --workers processes) and moved over.
+        wanted = config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = torch.device(wanted)
+        self.module.to(self.device)
         optim = config.optim
         self.optimizer = torch.optim.AdamW(parameter_groups(self.module, self.model, optim),
                                            lr=optim.lr, betas=tuple(optim.betas))
@@ -176,6 +182,12 @@ class Trainer:
             print(f"step {record['step']} t={record['time_s']:.0f}s loss {record['loss']:.3f} ce {record['ce']:.3f}"
                   f" aux {record.get('aux', 0):.3f}{guide} lr {record['lr']:.2e} level {record['level']}", flush=True)
 
+    def autocast(self):
+        """bfloat16 autocast on CUDA (float32 master weights); nothing on the CPU, where training is float32."""
+        if self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def dataset(self, split: str, level: int) -> SyntheticDocs:
         return self.source.dataset(split, level)
 
@@ -202,7 +214,8 @@ class Trainer:
         heldout = self.source.real_heldout
         for start in range(0, len(heldout), batch_size):
             chunk = [self.source.encode(RealSample(item)) for item in heldout[start : start + batch_size]]
-            out = self.module(collate(chunk, 0, self.tokenizer.pad_token_id))
+            with self.autocast():
+                out = self.module(collate(chunk, 0, self.tokenizer.pad_token_id).to(self.device))
             total += float(out["ce_sum"])
             tokens += int(out["tokens"])
         self.module.train(was_training)
@@ -233,8 +246,9 @@ class Trainer:
         """One optimizer step on the next global batch; returns the (rank-averaged) loss parts."""
         self.module.train()
         level = self.state["level"]
-        batch = self.stream.next(self.state["samples"], level)
-        loss, parts = self.compute_loss(batch)
+        batch = self.stream.next(self.state["samples"], level).to(self.device)
+        with self.autocast():
+            loss, parts = self.compute_loss(batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for p in self.module.parameters() if p.requires_grad]
@@ -359,7 +373,7 @@ class Trainer:
         for kind, head in (("ctc", self.module.ctc_head), ("grid", self.module.grid_head)):
             if head is not None and (folder / f"aux-{kind}.safetensors").exists():
                 load_safetensors_model(head, str(folder / f"aux-{kind}.safetensors"))
-        saved = torch.load(folder / "trainer_state.pt", weights_only=False)
+        saved = torch.load(folder / "trainer_state.pt", weights_only=False, map_location=self.device)
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
         self.state.update(saved["state"])
