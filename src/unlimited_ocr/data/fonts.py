@@ -70,7 +70,10 @@ FAMILIES: tuple[str, ...] = tuple(_FAMILY_FILES)
 SYSTEM = "system"  # every training-split system family (resolved by expand_families)
 SYSTEM_HELDOUT = "system-heldout"  # the held-out system families
 SYSTEM_PREFIX = "sys:"
-SYSTEM_FONT_DIRS = ("/usr/share/fonts", "/usr/local/share/fonts", "/usr/share/texmf/fonts/opentype")
+# Where system faces are searched; UOCR_FONT_DIRS (paths joined by ":") replaces the list, e.g. a folder of font
+# files carried to a GPU machine (scripts/gpu_train.sh).
+SYSTEM_FONT_DIRS = tuple(filter(None, os.environ.get("UOCR_FONT_DIRS", "").split(":"))) or (
+    "/usr/share/fonts", "/usr/local/share/fonts", "/usr/share/texmf/fonts/opentype")
 HELDOUT_FONT_PERCENT = 10
 # A face must draw all of these to be used: printable ASCII plus the typographic marks real text layers carry.
 _REQUIRED_CHARACTERS = "".join(chr(c) for c in range(33, 127)) + "\u2019\u201c\u201d\u2013"

@@ -83,7 +83,7 @@ def load_messages_dataset(folder: str | Path) -> list[MessagesSample]:
             if not line.strip():
                 continue
             try:
-                samples.append(parse_record(json.loads(line), data_file.parent))
+                samples.append(parse_record(json.loads(line), data_file.parent.resolve()))
             except (ValueError, AttributeError) as error:
                 raise ValueError(f"{data_file}:{number}: {error}") from None
     return samples

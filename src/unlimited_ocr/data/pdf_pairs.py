@@ -39,7 +39,7 @@ from pathlib import Path
 from PIL import Image, ImageChops
 
 from .messages import DATA_FILE, IMAGE_TAG, sample_record
-from .samples import PAGE_TOKEN
+from .samples import PAGE_TOKEN, join_pages
 
 MANIFEST_FILE = "manifest.json"
 PAGES_DIR = "pages"
@@ -316,7 +316,8 @@ def main(argv: list[str]) -> int:
 
     singles = [[page] for source in sources for page in source.good]
     multis = draw_multi_page_samples(sources, len(singles), args.multi_fraction, args.max_doc_pages, args.seed)
-    lines = [json.dumps(sample_record([p.image for p in pages], [p.text for p in pages]), ensure_ascii=False)
+    lines = [json.dumps(sample_record([p.image for p in pages], join_pages([p.text for p in pages])),
+                        ensure_ascii=False)
              for pages in singles + multis]
     _write_atomic(out / DATA_FILE, "".join(line + "\n" for line in lines))
 

@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import bisect
 import functools
+import json
+import os
 import random
 import re
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 from .config import TextConfig
 
@@ -77,6 +80,27 @@ class Vocabulary:
         return min(self.words, key=lambda w: (len(w), w))
 
 
+WORD_LIST_ENV = "UOCR_WORD_LIST"  # a JSON file of [[word, frequency], ...] used instead of wordfreq (GPU runs)
+
+
+def english_words(count: int) -> list[tuple[str, float]]:
+    """wordfreq's ``count`` most frequent English words with their frequencies, most frequent first.
+
+    With ``UOCR_WORD_LIST`` set, the list is read from that JSON file instead (written by ``scripts/gpu_pack.py``
+    from wordfreq itself: the same words, so the same samples, on a machine that cannot carry wordfreq's 58 MB).
+    """
+    path = os.environ.get(WORD_LIST_ENV)
+    if path:
+        ranked = [(str(word), float(frequency)) for word, frequency in json.loads(Path(path).read_text("utf-8"))]
+        if len(ranked) < count:
+            raise ValueError(f"{path}: {len(ranked)} words, fewer than the {count} asked for")
+        return ranked[:count]
+    import wordfreq  # lazy: only needed once per process
+
+    frequencies = wordfreq.get_frequency_dict("en")
+    return [(word, frequencies[word]) for word in wordfreq.top_n_list("en", count)]
+
+
 @functools.lru_cache(maxsize=8)
 def load_vocabulary(
     split: str,
@@ -93,14 +117,13 @@ def load_vocabulary(
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    import wordfreq  # lazy: only needed once per process
-
-    frequencies = wordfreq.get_frequency_dict("en")
+    ranked = english_words(vocabulary_size)
+    frequencies = dict(ranked)
     words: list[str] = []
     cumulative: list[float] = []
     total = 0.0
     kept = 0  # rank among words that pass the filters
-    for word in wordfreq.top_n_list("en", vocabulary_size):
+    for word, _ in ranked:
         if not WORD_PATTERN.fullmatch(word) or len(word) > max_word_length:
             continue
         if len(word) == 1 and word not in _SINGLE_LETTER_WORDS:

@@ -98,6 +98,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="seed of the training pages (a continued stage can see new pages); the held-out pages do not depend on it")
     add("--init-from", default=None, help="start from an exported model folder or a run checkpoint folder (fine-tuning; a checkpoint also brings the auxiliary heads)")
     add("--no-resume", action="store_true", help="start over even if the run folder holds a checkpoint")
+    add("--config-from", default=None, metavar="CONFIG_JSON",
+        help="start from another run's config.json (a new stage with its settings); other flags override it")
     add("--export-only", action="store_true", help="export the latest checkpoint to RUN_DIR/export-last and exit")
     return parser
 
@@ -105,7 +107,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     saved = Path(args.run_dir) / "config.json"
     resuming = not args.no_resume and (Path(args.run_dir) / "checkpoints" / "latest").exists() and saved.exists()
-    config = TrainConfig.load(saved) if resuming else TrainConfig(run_dir=args.run_dir)
+    if resuming:
+        config = TrainConfig.load(saved)
+    elif args.config_from:  # a new stage with an earlier run's settings; the flags below still override them
+        config = TrainConfig.load(args.config_from)
+    else:
+        config = TrainConfig(run_dir=args.run_dir)
     config.run_dir = args.run_dir
     runtime = {
         "time_budget_s": None if args.time_budget is None else args.time_budget * 60,

@@ -101,7 +101,9 @@ class Trainer:
         self.model = build_model(config, self.tokenizer)
         # Fine-tune: start from an exported model (same architecture) or from a run's checkpoint folder; the
         # latter also restores the training-only heads, so the auxiliary loss does not restart from a random head.
-        init_checkpoint = Path(init_from) if init_from and (Path(init_from) / "trainer_state.pt").exists() else None
+        # A checkpoint folder has model.safetensors and no config.json (an export has both); its optimizer state
+        # (trainer_state.pt) is not needed here and may be left behind (scripts/gpu_pack.py does).
+        init_checkpoint = Path(init_from) if init_from and not (Path(init_from) / "config.json").exists() else None
         if init_from and init_checkpoint is None:
             from transformers import UnlimitedOcrForConditionalGeneration
 
