@@ -82,3 +82,11 @@ def test_missing_model_is_a_clear_usage_error(tmp_path, capsys):
     code = main(["parse", str(image), "-o", str(tmp_path / "o"), "--model", str(tmp_path / "nope"), "--quiet"])
     assert code == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_pages_per_second_reads_well_at_any_speed():
+    from unlimited_ocr.progress import pages_per_second
+
+    assert pages_per_second(0, 3.0) == "- pages/s"  # nothing finished yet
+    assert pages_per_second(3, 2.0) == "1.50 pages/s"
+    assert pages_per_second(1, 12.5) == "12.5 s/page"  # a slow page reads better as seconds per page

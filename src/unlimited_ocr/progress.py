@@ -1,4 +1,4 @@
-"""A live progress bar for ``parse``: inputs, current page, tokens, tokens/s and the KV cache size.
+"""A live progress bar for ``parse``: inputs, current page, pages/s, tokens, tokens/s and the KV cache size.
 
 The engine calls :meth:`ParseProgress.on_token` after every decoded token; the display is refreshed at most ten
 times a second, so the callback costs nothing measurable.
@@ -19,6 +19,14 @@ def human_bytes(count: int) -> str:
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
         count /= 1024
     return f"{count:.1f} GiB"
+
+
+def pages_per_second(pages_done: int, seconds: float) -> str:
+    """"0.42 pages/s", or seconds per page when slower than one page in ten seconds ("12.5 s/page")."""
+    if pages_done <= 0:
+        return "- pages/s"
+    rate = pages_done / max(seconds, 1e-9)
+    return f"{rate:.2f} pages/s" if rate >= 0.1 else f"{1 / rate:.1f} s/page"
 
 
 class ParseProgress:
@@ -69,9 +77,9 @@ class ParseProgress:
         if not self.enabled or (not force and now - self.last_refresh < 0.1):
             return
         self.last_refresh = now
-        rate = self.tokens / max(now - self.started, 1e-6)
-        info = (f"{self.name}: page {min(self.page, self.pages)}/{self.pages} · {self.tokens} tok · {rate:.0f} tok/s"
-                f" · {self.cache_note}")
+        elapsed = max(now - self.started, 1e-6)
+        info = (f"{self.name}: page {min(self.page, self.pages)}/{self.pages} · {pages_per_second(self.page - 1, elapsed)}"
+                f" · {self.tokens} tok · {self.tokens / elapsed:.0f} tok/s · {self.cache_note}")
         self.progress.update(self.inputs_task, info=info)
 
     def input_done(self) -> None:
@@ -80,6 +88,9 @@ class ParseProgress:
     def finish_document(self, output) -> None:
         meta = output.meta
         seconds = meta.get("decode_seconds", 0) or 1e-9
-        self.log(f"done: {output.source}: {len(output.pages)} page(s), {meta.get('generated_tokens', 0)} tokens, "
-                 f"{meta.get('generated_tokens', 0) / seconds:.0f} tok/s, KV cache {human_bytes(meta.get('kv_cache_bytes', 0))}")
+        total = time.perf_counter() - self.started  # rendering aside: encode, prefill and decode of this document
+        self.log(f"done: {output.source}: {len(output.pages)} page(s) in {total:.1f} s "
+                 f"({pages_per_second(len(output.pages), total)}), {meta.get('generated_tokens', 0)} tokens, "
+                 f"{meta.get('generated_tokens', 0) / seconds:.0f} tok/s, "
+                 f"KV cache {human_bytes(meta.get('kv_cache_bytes', 0))}")
         self.input_done()

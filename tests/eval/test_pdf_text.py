@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from unlimited_ocr.documents.text_layer import collapse_whitespace, normalise_text_layer, page_text_layers
-from unlimited_ocr.eval.pdf_text import main, markdown_to_plain, page_edit, pooled
+from unlimited_ocr.eval.pdf_text import cer, main, markdown_to_plain, page_edit, pooled
 
 LINES = ["The quick brown fox jumps", "over the lazy dog, twice."]
 
@@ -33,16 +33,34 @@ def typeset_pdf(tmp_path_factory):
     return path
 
 
+def test_bullet_glyphs_of_the_text_layer_do_not_count_against_markdown_bullets():
+    truth = "Intro\n\u2022 first item\n  \u2022 second"
+    assert page_edit(truth, markdown_to_plain("Intro\n- first item\n- second")) == (0, len("Intro first item second"))
+    assert page_edit("a \u2022 b", "a \u2022 b") == (0, 5)  # a bullet inside a line is text
+
+
 def test_edit_is_counted_after_whitespace_collapsing():
     assert page_edit("abc def", "abd  def") == (1, 7)  # one substitution; the double space is not an edit
     assert page_edit("one\ntwo", "one two") == (0, 7)
     assert page_edit("  x ", "") == (1, 1)
+    assert cer(*page_edit("abc def", "abd  def")) == pytest.approx(1 / 7)
+    assert cer(*page_edit("abc", "xyz")) == 1.0 and cer(*page_edit("", "abc")) == 3.0  # max(1, len(truth))
+
+
+def test_whitespace_collapse():
+    assert collapse_whitespace("  a\t b\n\n c\u00a0d  ") == "a b c d"
+    assert collapse_whitespace("\ufb01ne") == "fine"  # NFKC: the ligature is two letters
 
 
 def test_markdown_becomes_the_plain_text_a_reader_sees():
     markdown = "# Title\n\n- item **bold**\n* other\n<table><tr><td>a</td><td>b</td></tr></table>\n2 - 1"
     assert collapse_whitespace(markdown_to_plain(markdown)) == "Title item bold other a b 2 - 1"
     assert collapse_whitespace(markdown_to_plain("<PAGE>page one<PAGE>page two")) == "page one page two"
+    assert collapse_whitespace(markdown_to_plain("## a < b and c > d\n__x__ &amp; y")) == "a < b and c > d x & y"
+    assert collapse_whitespace(markdown_to_plain("-1 is negative\n+ plus\n*not a bullet*")) == \
+        "-1 is negative plus *not a bullet*"
+    grounded = "<|det|>title [1, 2, 3, 4]<|/det|># Head\n<|det|>text [5, 6, 7, 8]<|/det|>Body"
+    assert collapse_whitespace(markdown_to_plain(grounded)) == "Head Body"
 
 
 def test_pooled_cer_is_total_edits_over_total_characters():
@@ -69,7 +87,9 @@ def test_model_run_scores_every_page_with_text(typeset_pdf, tmp_path, capsys):
     assert main([str(typeset_pdf), "--device", "cpu", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     [row] = data["rows"]  # the blank page is skipped, with a note
-    assert row["page"] == 1 and row["truth_chars"] == len(" ".join(LINES))
+    assert row["page"] == 1 and row["truth"] == " ".join(LINES) and row["truth_chars"] == len(row["truth"])
+    assert data["skipped"] == [{"pdf": "typeset.pdf", "page": 2, "reason": "empty text layer"}]
+    assert isinstance(row["ours_text"], str) and row["ours_seconds"] > 0
     assert 0 <= row["ours_cer"] and row["ours_distance"] == round(row["ours_cer"] * row["truth_chars"])
     assert data["pooled"]["ours"]["pages"] == 1 and data["pooled"]["tesseract"] is None
     assert "no text layer" in capsys.readouterr().err
@@ -78,15 +98,29 @@ def test_model_run_scores_every_page_with_text(typeset_pdf, tmp_path, capsys):
 def test_bad_inputs_are_reported_and_the_others_scored(typeset_pdf, tmp_path, capsys):
     broken = tmp_path / "broken.pdf"
     broken.write_bytes(b"%PDF-1.4\n%%EOF")
+    image = tmp_path / "page.png"
+    image.write_bytes(b"not even a png")
     out = tmp_path / "rows.json"
-    assert main([str(broken), str(typeset_pdf), "--device", "cpu", "--json", str(out)]) == 1
-    assert "error:" in capsys.readouterr().err and len(json.loads(out.read_text())["rows"]) == 1
+    argv = [str(broken), str(image), str(tmp_path / "missing.pdf"), str(typeset_pdf), "--device", "cpu"]
+    assert main(argv + ["--json", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("error:") == 3 and "page.png: not a PDF" in err and "missing.pdf: no such file" in err
+    assert len(json.loads(out.read_text())["rows"]) == 1  # the good PDF is still scored
     assert main([str(typeset_pdf), "--pages", "0-"]) == 2  # a usage error
+
+
+def test_a_missing_tesseract_is_a_note_not_a_crash(typeset_pdf, monkeypatch, capsys):
+    monkeypatch.setattr("unlimited_ocr.eval.pdf_text.shutil.which", lambda name: None)
+    assert main([str(typeset_pdf), "--peer", "tesseract", "--no-model"]) == 2  # nothing left to score
+    assert "tesseract is not installed" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract is not installed")
 def test_tesseract_reads_the_typeset_page(typeset_pdf, tmp_path):
     out = tmp_path / "rows.json"
     assert main([str(typeset_pdf), "--peer", "tesseract", "--no-model", "--json", str(out)]) == 0
-    [row] = json.loads(out.read_text())["rows"]
+    data = json.loads(out.read_text())
+    [row] = data["rows"]
+    assert row["truth"] == " ".join(LINES)  # the truth is what was typeset
+    assert data["pooled"]["tesseract"]["truth_chars"] == len(row["truth"]) and data["model"] is None
     assert row["ours_cer"] is None and row["tesseract_cer"] < 0.1  # clean 14-pt text: Tesseract reads it

@@ -2,23 +2,27 @@
 Tesseract on the very same rendered pages.
 
     unlimited-ocr eval pdf-text manual.pdf --pages 2-4 --peer tesseract
-    unlimited-ocr eval pdf-text a.pdf b.pdf --peer tesseract --json rows.json
+    unlimited-ocr eval pdf-text a.pdf b.pdf --pages 2-4 --peer tesseract --json rows.json   # --pages: every PDF
     unlimited-ocr eval pdf-text a.pdf --peer tesseract --no-model          # the peer alone, a quick baseline
     unlimited-ocr eval pdf-text a.pdf --model /path/to/Unlimited-OCR --device cuda
+    unlimited-ocr eval pdf-text a.pdf --mode per-page                      # one decode per page
 
 Pages are rendered and transcribed as ``parse`` does (same renderer, dpi, engine flags, one pass per document by
 default). The truth is each page's PDF text layer (documents/text_layer.py). Our markdown is turned into plain text
 (headings, bullets, emphasis and HTML tags dropped), then both sides are whitespace-collapsed (every run of white
 space is one space): the CER counts the characters read, not the line breaks or the spacing. A page whose text
-layer is empty is skipped (reported). Pooled CER = total edit distance / total truth characters.
+layer is empty is skipped (reported, and listed under "skipped" in the JSON). Pooled CER = total edit distance /
+total truth characters (long pages weigh more than in a mean of per-page CERs).
 
 Seconds per page: ours = the document's transcription time / its pages (encode, prefill and decode); Tesseract's =
-its own process per page (``tesseract PAGE.png stdout -l eng``).
+its own process per page (``tesseract PAGE.png stdout -l eng``). Bad inputs get one ``error:`` line and the others
+are still scored (exit 1); usage errors exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import re
 import shutil
@@ -34,26 +38,38 @@ from rapidfuzz.distance import Levenshtein
 from ..documents.text_layer import collapse_whitespace
 
 TESSERACT_TIMEOUT_S = 300
+SYSTEMS = ("ours", "tesseract")
 
-_HTML_TAG = re.compile(r"<[^>]+>")
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+", re.MULTILINE)
-_BULLET = re.compile(r"^\s*[-*+]\s+", re.MULTILINE)
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")  # tags only: "a < b > c" in running text stays
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+", re.MULTILINE)
+_BULLET = re.compile(r"^[ \t]*[-*+][ \t]+", re.MULTILINE)
+_GLYPH_BULLET = re.compile(r"^[ \t]*[\u2022\u25e6\u25aa\u2023\u00b7][ \t]+", re.MULTILINE)  # • ◦ ▪ ‣ ·
 _EMPHASIS = re.compile(r"(\*\*|__)")
 
 
 # -- scoring (pure functions) ----------------------------------------------------------------------------------------
 def markdown_to_plain(markdown: str) -> str:
     """The characters a reader sees: heading marks, bullets, bold markers and HTML tags (table cells keep their
-    text, separated by spaces) removed; <PAGE> separators are tags too."""
-    text = _HTML_TAG.sub(" ", markdown)
+    text, separated by spaces) removed, entities decoded; <PAGE> separators are tags too. Grounding (the official
+    model's ``<|det|>`` boxes) is dropped first, as NAME.md drops it."""
+    from ..documents.blocks import plain_markdown
+
+    text = html.unescape(_HTML_TAG.sub(" ", plain_markdown(markdown)))
     text = _HEADING.sub("", text)
     text = _BULLET.sub("", text)
     return _EMPHASIS.sub("", text)
 
 
+def without_bullet_glyphs(text: str) -> str:
+    """Line-leading bullet glyphs ("• item") dropped: a markdown reader writes "- item", which markdown_to_plain
+    drops, so keeping "•" in the truth would charge a perfect transcription two characters per bullet."""
+    return _GLYPH_BULLET.sub("", text)
+
+
 def page_edit(truth: str, hypothesis: str) -> tuple[int, int]:
-    """(edit distance, truth length) after whitespace collapsing of both sides."""
-    truth, hypothesis = collapse_whitespace(truth), collapse_whitespace(hypothesis)
+    """(edit distance, truth length) after bullet glyphs are dropped and white space is collapsed on both sides."""
+    truth = collapse_whitespace(without_bullet_glyphs(truth))
+    hypothesis = collapse_whitespace(without_bullet_glyphs(hypothesis))
     return Levenshtein.distance(truth, hypothesis), len(truth)
 
 
@@ -78,22 +94,54 @@ class PageRow:
     pdf: str
     page: int
     truth_chars: int
+    truth: str = ""  # the whitespace-collapsed text layer that was scored against
     ours_distance: int | None = None
     ours_cer: float | None = None
     ours_seconds: float | None = None
     tesseract_distance: int | None = None
     tesseract_cer: float | None = None
     tesseract_seconds: float | None = None
+    ours_text: str | None = None  # the whitespace-collapsed plain text each system read
+    tesseract_text: str | None = None
+    note: str | None = None  # e.g. the model stopped before this page (scored as an empty reading)
+
+    def score(self, system: str, text: str, seconds: float) -> None:
+        distance, _ = page_edit(self.truth, text)
+        setattr(self, f"{system}_distance", distance)
+        setattr(self, f"{system}_cer", cer(distance, self.truth_chars))
+        setattr(self, f"{system}_seconds", seconds)
+        setattr(self, f"{system}_text", collapse_whitespace(text))
+
+
+def _format(value, pattern: str) -> str:
+    return "-" if value is None else format(value, pattern)
+
+
+HEADER = f"{'pdf':<32} {'page':>4} {'chars':>6}  {'ours CER':>8} {'s/page':>7}  {'tess CER':>8} {'s/page':>7}"
+
+
+def table_row(row: PageRow) -> str:
+    return (f"{row.pdf[:32]:<32} {row.page:>4} {row.truth_chars:>6}  {_format(row.ours_cer, '.4f'):>8} "
+            f"{_format(row.ours_seconds, '.2f'):>7}  {_format(row.tesseract_cer, '.4f'):>8} "
+            f"{_format(row.tesseract_seconds, '.2f'):>7}")
+
+
+def pooled_line(system: str, figures: dict) -> str:
+    return (f"pooled {system:<9} CER {figures['cer']:.4f}  ({figures['distance']} edits / {figures['truth_chars']} "
+            f"chars, {figures['pages']} page(s))  {figures['seconds_per_page']:.2f} s/page")
 
 
 # -- systems ---------------------------------------------------------------------------------------------------------
 def tesseract_text(image, workdir: Path) -> tuple[str, float]:
-    """Tesseract 5 on one rendered page (PNG, lossless): (text, seconds)."""
+    """Tesseract 5 on one rendered page (PNG, lossless): (text, seconds). RuntimeError when it fails."""
     path = workdir / "page.png"
     image.save(path)
     start = time.perf_counter()
-    done = subprocess.run(["tesseract", str(path), "stdout", "-l", "eng"], capture_output=True, text=True,
-                          timeout=TESSERACT_TIMEOUT_S, check=False)
+    try:
+        done = subprocess.run(["tesseract", str(path), "stdout", "-l", "eng"], capture_output=True, text=True,
+                              timeout=TESSERACT_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"tesseract timed out after {TESSERACT_TIMEOUT_S} s") from None
     if done.returncode != 0:
         raise RuntimeError(f"tesseract failed: {done.stderr.strip()[:200]}")
     return done.stdout, time.perf_counter() - start
@@ -117,8 +165,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _format(value, pattern: str) -> str:
-    return "-" if value is None else format(value, pattern)
+def _read_ours(engine, document, args, reference_pages) -> tuple[dict[int, str | None], float]:
+    """Our model on a document's readable pages: ({page number: markdown or None}, seconds per page)."""
+    from ..engine import DecodeOptions
+    from ..pipeline import default_max_new_tokens, transcribe_document
+
+    good = document.good_pages
+    options = DecodeOptions(max_new_tokens=args.max_new_tokens or default_max_new_tokens(len(good)))
+    start = time.perf_counter()
+    output = transcribe_document(engine, document, options, mode=args.mode, reference_pages=reference_pages)
+    return {result.number: result.text for result in output.pages}, (time.perf_counter() - start) / len(good)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,60 +208,68 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
     rows: list[PageRow] = []
+    skipped: list[dict] = []
     failures = 0
+    print(HEADER, flush=True)
     with tempfile.TemporaryDirectory(prefix="uocr-pdf-text-") as tmp:
         for pdf in args.pdfs:
+            path = Path(pdf)
             try:
-                document = load_document(Path(pdf), pages=pages, dpi=args.dpi)
+                if path.exists() and path.suffix.lower() != ".pdf":
+                    raise DocumentError("not a PDF (eval pdf-text scores against a PDF's own text layer)")
+                document = load_document(path, pages=pages, dpi=args.dpi)
                 good = document.good_pages
-                truths = page_text_layers(pdf, [page.number for page in good])
-            except (DocumentError, ValueError, OSError) as error:
+                truths = page_text_layers(path, [page.number for page in good])
+            except (DocumentError, ValueError, OSError, RuntimeError) as error:  # pdfium errors are RuntimeErrors
                 print(f"error: {pdf}: {error}", file=sys.stderr)
                 failures += 1
                 continue
-            if len(good) < len(document.pages):
-                print(f"warning: {pdf}: {len(document.pages) - len(good)} page(s) could not be rendered",
-                      file=sys.stderr)
-            ours = [None] * len(good)
-            if engine is not None and good:
-                from ..engine import DecodeOptions
-                from ..pipeline import default_max_new_tokens, transcribe_document
-
-                options = DecodeOptions(max_new_tokens=args.max_new_tokens or default_max_new_tokens(len(good)))
-                start = time.perf_counter()
-                output = transcribe_document(engine, document, options, mode=args.mode,
-                                             reference_pages=spec.reference_pages)
-                per_page = (time.perf_counter() - start) / len(good)
-                texts = {result.number: result.text for result in output.pages}
-                ours = [(markdown_to_plain(texts.get(page.number) or ""), per_page) for page in good]
-            for page, truth, mine in zip(good, truths, ours):
-                if not collapse_whitespace(truth):
+            for page in document.pages:
+                if not page.ok:
+                    print(f"warning: {pdf}: page {page.number} not rendered: {page.error}", file=sys.stderr)
+                    skipped.append({"pdf": path.name, "page": page.number, "reason": f"not rendered: {page.error}"})
+            ours: dict[int, str | None] | None = None
+            if engine is not None:
+                print(f"reading {path.name}: {len(good)} page(s), {args.mode} ...", file=sys.stderr, flush=True)
+                try:
+                    ours, our_seconds = _read_ours(engine, document, args, spec.reference_pages)
+                except Exception as error:  # a model failure on one PDF must not stop the others
+                    print(f"error: {pdf}: OCR failed: {type(error).__name__}: {error}", file=sys.stderr)
+                    failures += 1
+            for page, truth in zip(good, truths):
+                collapsed = collapse_whitespace(without_bullet_glyphs(truth))  # the form page_edit compares
+                if not collapsed:
                     print(f"note: {pdf}: page {page.number} has no text layer; skipped", file=sys.stderr)
+                    skipped.append({"pdf": path.name, "page": page.number, "reason": "empty text layer"})
                     continue
-                row = PageRow(pdf=Path(pdf).name, page=page.number, truth_chars=len(collapse_whitespace(truth)))
-                if mine is not None:
-                    row.ours_distance, _ = page_edit(truth, mine[0])
-                    row.ours_cer, row.ours_seconds = cer(row.ours_distance, row.truth_chars), mine[1]
+                row = PageRow(pdf=path.name, page=page.number, truth_chars=len(collapsed), truth=collapsed)
+                if ours is not None:
+                    markdown = ours.get(page.number)
+                    if markdown is None:
+                        row.note = "the model gave no text for this page (scored as empty)"
+                    row.score("ours", markdown_to_plain(markdown or ""), our_seconds)
                 if use_peer:
-                    text, seconds = tesseract_text(page.image, Path(tmp))
-                    row.tesseract_distance, _ = page_edit(truth, text)
-                    row.tesseract_cer, row.tesseract_seconds = cer(row.tesseract_distance, row.truth_chars), seconds
+                    try:
+                        row.score("tesseract", *tesseract_text(page.image, Path(tmp)))
+                    except RuntimeError as error:
+                        print(f"error: {pdf}: page {page.number}: {error}", file=sys.stderr)
+                        failures += 1
                 rows.append(row)
-                print(f"{row.pdf:<32} p{row.page:<4} {row.truth_chars:>6} chars  ours CER "
-                      f"{_format(row.ours_cer, '.4f')} ({_format(row.ours_seconds, '.1f')} s)  tesseract CER "
-                      f"{_format(row.tesseract_cer, '.4f')} ({_format(row.tesseract_seconds, '.1f')} s)", flush=True)
+                print(table_row(row), flush=True)
     records = [asdict(row) for row in rows]
-    summary = {name: pooled(records, name) for name in ("ours", "tesseract")}
-    for name, figures in summary.items():
+    summary = {system: pooled(records, system) for system in SYSTEMS}
+    for system, figures in summary.items():
         if figures:
-            print(f"pooled {name}: CER {figures['cer']:.4f} over {figures['pages']} page(s), "
-                  f"{figures['truth_chars']} chars, {figures['seconds_per_page']:.2f} s/page")
-    if summary["ours"] and summary["tesseract"] and summary["tesseract"]["cer"] > 0:
-        print(f"ours / tesseract CER: {summary['ours']['cer'] / summary['tesseract']['cer']:.2f}x")
+            print(pooled_line(system, figures))
+    if skipped:
+        print(f"skipped {len(skipped)} page(s): "
+              + ", ".join(f"{item['pdf']} p{item['page']}" for item in skipped))
     if args.json:
         model = None if engine is None else engine.loaded.source
-        Path(args.json).write_text(json.dumps({"rows": records, "pooled": summary, "model": model,
-                                               "dpi": args.dpi, "mode": args.mode}, indent=2), encoding="utf-8")
+        Path(args.json).write_text(json.dumps({"rows": records, "pooled": summary, "skipped": skipped,
+                                               "model": model, "dpi": args.dpi, "mode": args.mode,
+                                               "peer": "tesseract" if use_peer else None}, indent=2),
+                                   encoding="utf-8")
     return 1 if failures else 0
 
 
