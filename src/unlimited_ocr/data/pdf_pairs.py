@@ -229,11 +229,11 @@ def draw_multi_page_samples(
     if not runs:
         return []
     wanted = round(n_single * fraction / (1.0 - fraction)) if fraction < 1 else n_single
-    longest = max(len(run) for run in runs)
+    largest = min(max_doc_pages, max(len(run) for run in runs))
     rng = random.Random(seed)
     samples = []
     for _ in range(wanted):
-        k = min(rng.randint(2, max_doc_pages), longest)
+        k = rng.randint(2, largest)  # uniform over the sizes that exist (not piled up at the longest run)
         windows = [(run, len(run) - k + 1) for run in runs if len(run) >= k]
         pick = rng.randrange(sum(count for _, count in windows))
         for run, count in windows:

@@ -76,7 +76,7 @@ class DataSettings:
     # the held-out split always uses sources.HELDOUT_SEED
     # Real page/text pairs (a messages-JSONL dataset, `unlimited-ocr data pdf-pairs`) mixed with the synthetic
     # pages: sample i is a real one with probability real_fraction (decided by i alone, so resume stays exact).
-    # A stable ~5% of the dataset's samples (by image names) is held out; evals report its loss (real_heldout_ce).
+    # A stable ~5% of the dataset's documents (by name) is held out; evals report its loss (real_heldout_ce).
     real_data: str | None = None
     real_fraction: float = 0.5
     eval_samples: int = 32  # held-out pages per periodic eval

@@ -8,7 +8,7 @@ with or without workers.
 ``--workers N`` renders and tokenizes the next batches in N DataLoader processes while the model trains (a GPU run
 on 16 cores must not wait for PIL); 0 builds each batch in the training process, as on a 2-core CPU.
 
-A stable ~5% of a ``--data`` dataset (by its image names) is held out; ``Trainer`` reports its loss at each eval.
+A stable ~5% of a ``--data`` dataset's documents (by name) is held out; ``Trainer`` reports its loss at each eval.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,9 +49,18 @@ def data_config(config: TrainConfig, level: int) -> DataConfig:
     return with_curriculum_level(base, level)
 
 
+_PAGE_SUFFIX = re.compile(r"-p\d+$")  # data pdf-pairs names pages <pdf stem>-<hash>-p0001.png
+
+
+def document_key(image_path: str) -> str:
+    """The document a page image belongs to: its file name without the page suffix (pdf-pairs' naming)."""
+    return _PAGE_SUFFIX.sub("", Path(image_path).stem)
+
+
 def real_split(sample) -> str:
-    """"heldout" or "train" for a real sample, by a stable hash of its image names (no run or seed dependence)."""
-    key = "\n".join(Path(path).name for path in sample.image_paths).encode("utf-8")
+    """"heldout" or "train" for a real sample, by a stable hash of its document (its first page's), so every
+    sample of a held-out PDF is held out: its pages never reach training inside a multi-page sample."""
+    key = document_key(sample.image_paths[0]).encode("utf-8")
     return "heldout" if int.from_bytes(hashlib.sha256(key).digest()[:4], "big") % 100 < REAL_HELDOUT_PERCENT \
         else "train"
 
