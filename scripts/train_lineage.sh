@@ -6,7 +6,7 @@
 #   ATTENTION=rswa PREFIX=runs/again bash scripts/train_lineage.sh
 #
 # Idempotent: a finished stage is skipped and an unfinished one resumes from its latest checkpoint, so the same
-# command continues after an interruption. Stage 1 is the session-2 checkpoint, taken from git (commit fa5f0d0).
+# command continues after an interruption. Stage 1 is the checkpoint bundled on 2026-12-02 (evening), taken from git (commit fa5f0d0).
 # Single-page stages run as 2 DDP processes of one thread; multi-page stages as one process of two threads (the
 # trainer averages the loss per process, so DDP would weight documents differently). Stage N ends with
 # $PREFIX-sN-$ATTENTION/checkpoints/step-... ; its export (export/ or export-last/) starts the next stage.

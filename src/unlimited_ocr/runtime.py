@@ -3,9 +3,10 @@
     from unlimited_ocr.runtime import EngineSpec, build_engine
     engine = build_engine(EngineSpec(model="/path/to/Unlimited-OCR", device="cuda", compile=True))
 
-``parse``, ``batch`` (local and Ray actors), ``serve``, ``eval pdf-text`` and ``eval synthetic`` add the flags with
+``parse``, ``batch`` (local and Ray actors), ``serve`` and ``eval pdf-text`` add the flags with
 :func:`add_engine_arguments`, read them with :func:`spec_from_args` and build with :func:`build_engine`, so a flag
-means the same everywhere. The spec is a frozen, picklable dataclass: the Ray runner ships it to its actors.
+means the same everywhere. (``eval synthetic`` and the benches still take their own --model/--device/--dtype: they
+compare attention modes and engines side by side, which one spec does not describe.) The spec is a frozen, picklable dataclass: the Ray runner ships it to its actors.
 
 What is not here on purpose: the decode strategy (``--mode one-pass|per-page``) and per-request options
 (``DecodeOptions``: budget, no-repeat n-gram, image mode) belong to the command or the request, not the engine.
