@@ -33,10 +33,10 @@ def typeset_pdf(tmp_path_factory):
     return path
 
 
-def test_bullet_glyphs_of_the_text_layer_do_not_count_against_markdown_bullets():
+def test_markdown_bullets_are_compared_as_the_bullet_glyphs_pdfs_print():
     truth = "Intro\n\u2022 first item\n  \u2022 second"
-    assert page_edit(truth, markdown_to_plain("Intro\n- first item\n- second")) == (0, len("Intro first item second"))
-    assert page_edit("a \u2022 b", "a \u2022 b") == (0, 5)  # a bullet inside a line is text
+    assert page_edit(truth, markdown_to_plain("Intro\n- first item\n* second")) == (0, len("Intro • first item • second"))
+    assert page_edit(truth, "Intro e first item e second") == (2, 27)  # a misread glyph still costs what it costs
 
 
 def test_edit_is_counted_after_whitespace_collapsing():
@@ -54,11 +54,11 @@ def test_whitespace_collapse():
 
 def test_markdown_becomes_the_plain_text_a_reader_sees():
     markdown = "# Title\n\n- item **bold**\n* other\n<table><tr><td>a</td><td>b</td></tr></table>\n2 - 1"
-    assert collapse_whitespace(markdown_to_plain(markdown)) == "Title item bold other a b 2 - 1"
+    assert collapse_whitespace(markdown_to_plain(markdown)) == "Title \u2022 item bold \u2022 other a b 2 - 1"
     assert collapse_whitespace(markdown_to_plain("<PAGE>page one<PAGE>page two")) == "page one page two"
     assert collapse_whitespace(markdown_to_plain("## a < b and c > d\n__x__ &amp; y")) == "a < b and c > d x & y"
     assert collapse_whitespace(markdown_to_plain("-1 is negative\n+ plus\n*not a bullet*")) == \
-        "-1 is negative plus *not a bullet*"
+        "-1 is negative \u2022 plus *not a bullet*"
     grounded = "<|det|>title [1, 2, 3, 4]<|/det|># Head\n<|det|>text [5, 6, 7, 8]<|/det|>Body"
     assert collapse_whitespace(markdown_to_plain(grounded)) == "Head Body"
 

@@ -43,33 +43,26 @@ SYSTEMS = ("ours", "tesseract")
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")  # tags only: "a < b > c" in running text stays
 _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+", re.MULTILINE)
 _BULLET = re.compile(r"^[ \t]*[-*+][ \t]+", re.MULTILINE)
-_GLYPH_BULLET = re.compile(r"^[ \t]*[\u2022\u25e6\u25aa\u2023\u00b7][ \t]+", re.MULTILINE)  # • ◦ ▪ ‣ ·
 _EMPHASIS = re.compile(r"(\*\*|__)")
 
 
 # -- scoring (pure functions) ----------------------------------------------------------------------------------------
 def markdown_to_plain(markdown: str) -> str:
-    """The characters a reader sees: heading marks, bullets, bold markers and HTML tags (table cells keep their
-    text, separated by spaces) removed, entities decoded; <PAGE> separators are tags too. Grounding (the official
-    model's ``<|det|>`` boxes) is dropped first, as NAME.md drops it."""
+    """The characters a reader sees: heading marks, bold markers and HTML tags (table cells keep their text,
+    separated by spaces) removed, entities decoded; <PAGE> separators are tags too; a markdown bullet ("- item")
+    becomes the bullet glyph typeset PDFs print ("\u2022 item"), so the page's text layer is compared as it is.
+    Grounding (the official model's ``<|det|>`` boxes) is dropped first, as NAME.md drops it."""
     from ..documents.blocks import plain_markdown
 
     text = html.unescape(_HTML_TAG.sub(" ", plain_markdown(markdown)))
     text = _HEADING.sub("", text)
-    text = _BULLET.sub("", text)
+    text = _BULLET.sub("\u2022 ", text)
     return _EMPHASIS.sub("", text)
 
 
-def without_bullet_glyphs(text: str) -> str:
-    """Line-leading bullet glyphs ("• item") dropped: a markdown reader writes "- item", which markdown_to_plain
-    drops, so keeping "•" in the truth would charge a perfect transcription two characters per bullet."""
-    return _GLYPH_BULLET.sub("", text)
-
-
 def page_edit(truth: str, hypothesis: str) -> tuple[int, int]:
-    """(edit distance, truth length) after bullet glyphs are dropped and white space is collapsed on both sides."""
-    truth = collapse_whitespace(without_bullet_glyphs(truth))
-    hypothesis = collapse_whitespace(without_bullet_glyphs(hypothesis))
+    """(edit distance, truth length) after whitespace collapsing of both sides."""
+    truth, hypothesis = collapse_whitespace(truth), collapse_whitespace(hypothesis)
     return Levenshtein.distance(truth, hypothesis), len(truth)
 
 
@@ -237,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"error: {pdf}: OCR failed: {type(error).__name__}: {error}", file=sys.stderr)
                     failures += 1
             for page, truth in zip(good, truths):
-                collapsed = collapse_whitespace(without_bullet_glyphs(truth))  # the form page_edit compares
+                collapsed = collapse_whitespace(truth)
                 if not collapsed:
                     print(f"note: {pdf}: page {page.number} has no text layer; skipped", file=sys.stderr)
                     skipped.append({"pdf": path.name, "page": page.number, "reason": "empty text layer"})
