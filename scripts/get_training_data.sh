@@ -31,9 +31,7 @@ DPI=${DPI:-144}
 
 DOC_PACKAGES=(texlive-latex-base-doc texlive-latex-recommended-doc texlive-fonts-recommended-doc
   texlive-humanities-doc texlive-metapost-doc)
-FONT_PACKAGES=(fonts-urw-base35 fonts-liberation2 fonts-dejavu-extra fonts-crosextra-carlito fonts-crosextra-caladea
-  fonts-ebgaramond fonts-linuxlibertine fonts-texgyre fonts-freefont-ttf fonts-roboto fonts-open-sans fonts-lato
-  fonts-cantarell fonts-inconsolata fonts-firacode)  # fonts-ibm-plex: not in Debian 12
+mapfile -t FONT_PACKAGES < <(bash "$REPO/scripts/install_fonts.sh" --list)  # one list of font packages
 HELD_OUT_DIRS=(/usr/share/doc/libtasn1-doc/ /usr/share/doc/shared-mime-info/)
 
 if [ -x "$REPO/.venv/bin/unlimited-ocr" ]; then
