@@ -14,6 +14,7 @@ from unlimited_ocr.engine.reference import new_tokens as generated_tokens
 from unlimited_ocr.engine.reference import transformers_generate
 from unlimited_ocr.model.loading import load_model
 from unlimited_ocr.model.prompt import build_input_ids
+from unlimited_ocr.rswa.cache import RSWACache
 from unlimited_ocr.rswa.masks import rswa_mask
 
 
@@ -407,3 +408,34 @@ def test_page_anchored_decode_equals_dense_forward_with_training_ids(rswa_model)
     finally:
         handle.remove()
         del rswa_model.model.config.page_position_stride
+
+
+def test_prefill_without_a_mask_equals_the_dense_mask_prefill(rswa_model):
+    """The prefill runs SDPA's causal kernel with no (B, 1, L, L) mask: a batch of right-padded rows of different
+    lengths gives the logits and the cached keys/values of a forward with the dense causal mask."""
+    assert rswa_model.model.config._attn_implementation == "sdpa"
+    engine = OcrEngine(rswa_model)
+    documents = []
+    for pages in (random_pages(3, seed=31), random_pages(1, seed=32)):
+        features = engine.encode_pages([engine.preprocess(page) for page in pages])
+        documents.append((build_input_ids(rswa_model.tokenizer, [f.shape[0] for f in features]), features))
+    cache, logits = engine.prefill(documents)  # (B, V)
+    lengths = [int(ids.shape[0]) for ids, _ in documents]
+    longest = max(lengths)
+    assert lengths[0] != lengths[1]
+    embeds = torch.stack([torch.cat([engine._embed_prompt(ids, f), torch.zeros(longest - ids.shape[0],
+                                     rswa_model.model.config.text_config.hidden_size, dtype=torch.float64)])
+                          for ids, f in documents])  # (B, L, D)
+    dense = RSWACache(len(engine.language_model.layers), window=engine.window)
+    dense.start(lengths)
+    mask = rswa_mask(lengths, longest, window=None, valid_lengths=lengths)  # (B, 1, L, L)
+    hidden = engine.language_model(inputs_embeds=embeds, attention_mask={"reference_sliding_attention": mask,
+                                                                         "full_attention": mask},
+                                   position_ids=torch.arange(longest).expand(2, -1), past_key_values=dense,
+                                   use_cache=True).last_hidden_state
+    expected = rswa_model.model.lm_head(hidden[torch.arange(2), torch.tensor(lengths) - 1]).float()
+    assert torch.allclose(logits, expected, atol=1e-10, rtol=1e-8)
+    for ours, reference in zip(cache.layers, dense.layers):
+        for row, length in enumerate(lengths):
+            assert torch.allclose(ours.keys[row, :, :length], reference.keys[row, :, :length], atol=1e-10)
+            assert torch.allclose(ours.values[row, :, :length], reference.values[row, :, :length], atol=1e-10)

@@ -170,7 +170,12 @@ class OcrEngine:
         window = self.window if self.attention == "rswa" else None
         cache = RSWACache(len(self.language_model.layers), window=window)
         cache.start(lengths, device=device)
-        mask = rswa_mask(lengths, longest, window=None, valid_lengths=lengths, device=device)  # (B, 1, L, L)
+        # The reference is plain causal attention and rows are right-padded, so a valid query never sees padding:
+        # SDPA's causal kernel needs no mask, and memory stays linear in L. Only eager attention (tests) is given
+        # the dense (B, 1, L, L) mask, which costs L^2 per row (~2.2 GB at 20 pages of 2,353 positions).
+        mask = None
+        if self.additive_masks:
+            mask = rswa_mask(lengths, longest, window=None, valid_lengths=lengths, device=device)  # (B, 1, L, L)
         scheme = self.loaded.positions
         positions = torch.zeros((len(lengths), longest), dtype=torch.long)  # (B, L_max); padding: masked anyway
         for row, (ids, features) in enumerate(documents):
