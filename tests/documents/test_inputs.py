@@ -114,3 +114,20 @@ def test_bomb_check_happens_before_decoding(real_documents):
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # < 200 MB more
 
 
+
+
+def test_an_empty_pdf_is_named_as_such_after_a_corrupt_one(tmp_path):
+    """PDFium keeps its last error until another load fails: an empty PDF read after a corrupt one must still be
+    reported as empty, not as the corrupt file's error."""
+    import pypdfium2 as pdfium
+
+    corrupt = tmp_path / "corrupt.pdf"
+    corrupt.write_bytes(b"%PDF-1.4\nthis is not a pdf\n")
+    with pytest.raises(DocumentError, match="not a readable PDF"):
+        load_document(corrupt)
+    empty = tmp_path / "empty.pdf"
+    pdfium.PdfDocument.new().save(str(empty))
+    with pytest.raises(DocumentError, match="empty PDF"):
+        load_document(empty)
+    with pytest.raises(DocumentError, match="not a readable PDF"):
+        load_document(corrupt)  # and the corrupt one is still corrupt

@@ -12,6 +12,7 @@ Guards (a parser must finish a folder of broken files with bounded memory):
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -103,6 +104,21 @@ def _select(count: int, wanted: Sequence[int] | None) -> list[int]:
     return chosen
 
 
+_PAGE_OBJECT = re.compile(rb"/Type\s*/Page(?![s\w])")
+_ZERO_PAGES = re.compile(rb"/Type\s*/Pages\b[^>]*?/Count\s+0\b|/Count\s+0\b[^>]*?/Type\s*/Pages\b", re.S)
+
+
+def _has_no_pages(path: Path, limit: int = 4 << 20) -> bool:
+    """A page tree that says /Count 0 and no page object, in the file's first ``limit`` bytes (uncompressed object
+    syntax; a PDF whose objects are all compressed is reported as unreadable instead)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit)
+    except OSError:
+        return False
+    return bool(_ZERO_PAGES.search(data)) and not _PAGE_OBJECT.search(data)
+
+
 def _bounded_size(width: float, height: float, scale: float, max_side: int) -> float:
     return min(scale, max_side / max(width, height, 1e-6))
 
@@ -115,8 +131,9 @@ def _load_pdf(path: Path, pages: Sequence[int] | None, dpi: int, max_side: int) 
         pdf = pdfium.PdfDocument(str(path))
     except pdfium.PdfiumError as error:
         reason = str(error)
-        if getattr(error, "err_code", None) == pdfium_raw.FPDF_ERR_SUCCESS:
-            # PDFium refuses a well-formed PDF without pages, reporting "success".
+        if getattr(error, "err_code", None) == pdfium_raw.FPDF_ERR_SUCCESS or _has_no_pages(path):
+            # PDFium refuses a well-formed PDF without pages, reporting "success" - or, after an earlier failure in
+            # this process, that failure's stale code (PDFium only sets its last error when a load fails).
             raise DocumentError("empty PDF (no pages)") from None
         if "password" in reason.lower():
             raise DocumentError("encrypted PDF (a password is required)") from None
