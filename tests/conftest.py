@@ -58,3 +58,14 @@ def random_pages(count: int, seed: int = 0, size=(300, 200)):
 
     rng = np.random.default_rng(seed)
     return [Image.fromarray(rng.integers(0, 255, (size[0], size[1], 3), dtype=np.uint8)) for _ in range(count)]
+
+
+def expected_exit(*json_paths) -> int:
+    """The exit status a run must give for the outputs it wrote: 1 when any page of them failed (a page the model
+    never reached is written as a visible marker, and the run reports it), else 0."""
+    import json
+
+    for path in json_paths:
+        if any(page["status"] != "ok" for page in json.loads(Path(path).read_text())["pages"]):
+            return 1
+    return 0

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import random_pages
+from tests.conftest import expected_exit, random_pages
 from unlimited_ocr.documents import load_document, write_outputs
 from unlimited_ocr.pipeline import transcribe_document
 from unlimited_ocr.runtime import EngineSpec, build_engine
@@ -73,7 +73,8 @@ def test_local_batch_with_a_sliding_reference(tmp_path, tiny_anchored_checkpoint
     out = tmp_path / "out"
     code = main(["batch", str(source), "-o", str(out), "--model", str(tiny_anchored_checkpoint), "--device", "cpu",
                  "--max-new-tokens", "8", "--reference-pages", "2"])
-    assert code in (0, 1) and json.loads((out / "doc.json").read_text())["reference_pages"] == 2
+    assert code == expected_exit(out / "doc.json")
+    assert json.loads((out / "doc.json").read_text())["reference_pages"] == 2
     # Refused before any document is read: K < 2, per-page mode, a model with sequential positions.
     for extra in (["--reference-pages", "1"], ["--reference-pages", "2", "--mode", "per-page"],
                   ["--reference-pages", "2", "--model", str(tiny_checkpoint)]):
