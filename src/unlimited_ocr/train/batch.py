@@ -42,16 +42,18 @@ def drawn_characters(layout, queries_per_side: int, tokenizer) -> list[tuple[int
         ids = tokenizer(line.text, add_special_tokens=False).input_ids
         if len(ids) != len(line.text):  # a character outside the vocabulary merged or split: skip the line
             continue
+        # Advance of every prefix, once per line (kerning included, as drawn); a character sits between two.
+        prefix = [font.getlength(line.text[:end]) for end in range(len(line.text) + 1)]
         for index, (char, token) in enumerate(zip(line.text, ids)):
             if char.isspace():
                 continue
-            x = line.x + (font.getlength(line.text[:index]) + font.getlength(line.text[: index + 1])) / 2
+            x = line.x + (prefix[index] + prefix[index + 1]) / 2
             column = min(q - 1, max(0, int(x * q / layout.width)))
             drawn.append((token, row * q + column, x))
     return drawn
 
 
-def grid_targets(layouts, queries_per_side: int, slots: int, none_id: int, tokenizer) -> torch.Tensor:
+def grid_targets(layouts, queries_per_side: int, slots: int, none_id: int, tokenizer, drawn=None) -> torch.Tensor:
     """Per visual token, the characters drawn inside its cell: ``(P, q*q, slots)`` ids, left to right.
 
     A cell lists up to ``slots - 1`` characters then ``none_id``; slots after that are IGNORE, so the loss covers
@@ -59,9 +61,10 @@ def grid_targets(layouts, queries_per_side: int, slots: int, none_id: int, token
     """
     grids = []
     q = queries_per_side
-    for layout in layouts:
+    drawn = drawn if drawn is not None else [drawn_characters(layout, q, tokenizer) for layout in layouts]
+    for characters in drawn:
         cells: list[list[tuple[float, int]]] = [[] for _ in range(q * q)]
-        for token, cell, x in drawn_characters(layout, q, tokenizer):
+        for token, cell, x in characters:
             cells[cell].append((x, token))
         grid = torch.full((q * q, slots), IGNORE, dtype=torch.long)
         for cell, chars in enumerate(cells):
@@ -72,7 +75,7 @@ def grid_targets(layouts, queries_per_side: int, slots: int, none_id: int, token
     return torch.stack(grids)
 
 
-def attention_targets(layouts, target_ids: list[int], queries_per_side: int, tokenizer) -> list[int]:
+def attention_targets(layouts, target_ids: list[int], queries_per_side: int, tokenizer, drawn=None) -> list[int]:
     """For each target token, the cell (over all pages: ``page * q*q + cell``) it was read from, or IGNORE.
 
     Greedy in-order matching of the target's tokens against the characters drawn on the pages: a target token equal
@@ -80,8 +83,8 @@ def attention_targets(layouts, target_ids: list[int], queries_per_side: int, tok
     gets IGNORE and does not advance. The "guided attention" loss uses it to teach one head where to look.
     """
     q = queries_per_side
-    drawn = [(token, page * q * q + cell) for page, layout in enumerate(layouts)
-             for token, cell, _ in drawn_characters(layout, q, tokenizer)]
+    per_page = drawn if drawn is not None else [drawn_characters(layout, q, tokenizer) for layout in layouts]
+    drawn = [(token, page * q * q + cell) for page, characters in enumerate(per_page) for token, cell, _ in characters]
     targets, next_drawn = [], 0
     for token in target_ids:
         if next_drawn < len(drawn) and token == drawn[next_drawn][0]:
@@ -125,9 +128,12 @@ def encode_sample(images: list[Image.Image], target: str, page_texts: list[str],
     # A sample without a recorded layout (a real page: its text layer only) still gets the auxiliary targets, all
     # IGNORE, so it can share a batch with synthetic pages: the grid rows stay aligned with the pages.
     q = queries_per_side
+    # What was drawn where, computed once for both auxiliary targets (it measures every line's glyph advances).
+    drawn = ([drawn_characters(layout, q, tokenizer) for layout in layouts]
+             if layouts is not None and (grid_slots > 0 or guide) else None)
     grid = None
     if grid_slots > 0:
-        grid = (grid_targets(layouts, q, grid_slots, tokenizer.pad_token_id, tokenizer) if layouts is not None
+        grid = (grid_targets(layouts, q, grid_slots, tokenizer.pad_token_id, tokenizer, drawn) if layouts is not None
                 else torch.full((len(images), q * q, grid_slots), IGNORE, dtype=torch.long))
     attend = torch.full((input_ids.shape[0],), IGNORE, dtype=torch.long) if guide else None
     if layouts is not None and guide:
@@ -135,7 +141,7 @@ def encode_sample(images: list[Image.Image], target: str, page_texts: list[str],
         # closes each row) and one view separator per page.
         image_positions = (prompt == tokenizer.convert_tokens_to_ids(IMAGE)).nonzero().flatten()
         per_page = q * (q + 1) + 1
-        cells = attention_targets(layouts, target_ids, q, tokenizer)
+        cells = attention_targets(layouts, target_ids, q, tokenizer, drawn)
         first = prompt.shape[0] - 1  # this position's label is the first target token
         for index, cell in enumerate(cells):
             if cell != IGNORE:
