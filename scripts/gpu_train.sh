@@ -5,7 +5,9 @@
 #   device run: command="bash scripts/gpu_train.sh 8 --image-size 512", carry=[".gpu"], timeout_s=600
 #
 # $1 = minutes of training (the rest of the call is start-up, the final eval and packing the result); the other
-# arguments go to `unlimited-ocr train` (they apply because the burst starts a new stage from .gpu/init).
+# arguments go to `unlimited-ocr train` (they apply because the burst starts a new stage from .gpu/init). A new
+# stage starts its schedule and curriculum afresh: give it the level the run reached and a schedule that fits the
+# burst, e.g. `bash scripts/gpu_train.sh 8 --curriculum 0:2 --steps 1500 --warmup 50 --batch-size 64 --lr 1e-3`.
 # Results come back in $OUT: the new checkpoint as a tar split into <= 15 MiB parts, log.jsonl and the train log.
 # Back here: mkdir -p runs/NEXT/checkpoints && cat FILES_AT/checkpoint.tar.part* | tar -x -C runs/NEXT/checkpoints
 # (then `--init-from runs/NEXT/checkpoints/step-...` or the next gpu_pack.py). Runs on the CPU too (DEVICE=cpu
