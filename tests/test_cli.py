@@ -90,3 +90,27 @@ def test_pages_per_second_reads_well_at_any_speed():
     assert pages_per_second(0, 3.0) == "- pages/s"  # nothing finished yet
     assert pages_per_second(3, 2.0) == "1.50 pages/s"
     assert pages_per_second(1, 12.5) == "12.5 s/page"  # a slow page reads better as seconds per page
+
+
+def test_an_unexpected_error_on_one_input_is_reported_and_the_next_written(tmp_path, tiny_checkpoint, capsys,
+                                                                             monkeypatch):
+    import unlimited_ocr.documents as documents
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for name, seed in (("a.png", 1), ("b.png", 2)):
+        random_pages(1, seed=seed, size=(200, 160))[0].save(inputs / name)
+    real_load = documents.load_document
+
+    def flaky(path, **kwargs):
+        if path.name == "a.png":
+            raise MemoryError("renderer ran out of memory")
+        return real_load(path, **kwargs)
+
+    monkeypatch.setattr(documents, "load_document", flaky)
+    out = tmp_path / "out"
+    code = main(["parse", str(inputs), "-o", str(out), "--model", str(tiny_checkpoint), "--max-new-tokens", "4",
+                 "--quiet"])
+    assert code == 1
+    assert "a.png: cannot read: MemoryError: renderer ran out of memory" in capsys.readouterr().err
+    assert not (out / "a.md").exists() and (out / "b.md").exists() and (out / "b.json").exists()

@@ -115,8 +115,10 @@ def run_parse(args: argparse.Namespace) -> int:
         for path in todo:
             try:
                 document = load_document(path, pages=pages, dpi=args.dpi)
-            except DocumentError as error:
-                progress.log(f"error: {path}: {error}")
+            except Exception as error:  # one input that cannot be read, however it fails, must not stop the others
+                reason = str(error) if isinstance(error, DocumentError) else \
+                    f"cannot read: {type(error).__name__}: {error}"
+                progress.log(f"error: {path}: {reason}")
                 failures += 1
                 progress.input_done()
                 continue
