@@ -57,13 +57,18 @@ def pack_words(out: Path) -> None:
 
 
 def pack_checkpoint(run: Path, out: Path) -> str:
-    latest = (run / "checkpoints" / "latest").read_text().strip()
-    folder = run / "checkpoints" / latest
+    """The run's newest checkpoint; ``run`` may also be a checkpoint folder itself, with the run's config.json in
+    its parent (the layout `git archive real-wip` restores)."""
+    if (run / "model.safetensors").exists():
+        folder, config = run, run.parent / "config.json"
+    else:
+        folder = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+        config = run / "config.json"
     out.mkdir(parents=True, exist_ok=True)
     for item in folder.glob("*.safetensors"):
         shutil.copy(item, out / item.name)
-    (out / "run_config.json").write_text((run / "config.json").read_text())  # the run's TrainConfig
-    return latest
+    (out / "run_config.json").write_text(config.read_text())  # the run's TrainConfig
+    return folder.name
 
 
 def pack_data(source: Path, out: Path, budget_mb: float) -> int:
@@ -94,7 +99,8 @@ def megabytes(folder: Path) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", required=True, help="run folder whose newest checkpoint the burst continues")
+    parser.add_argument("--run", required=True,
+                        help="run folder whose newest checkpoint the burst continues, or a checkpoint folder")
     parser.add_argument("--data", default=None, help="a messages-JSONL dataset (data pdf-pairs) to carry a part of")
     parser.add_argument("--data-mb", type=float, default=16, help="megabytes of --data images to carry")
     parser.add_argument("--out", default=str(ROOT / ".gpu"))
