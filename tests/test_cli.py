@@ -44,8 +44,13 @@ def test_bad_inputs_fail_alone_and_set_the_exit_code(tmp_path, tiny_checkpoint, 
                  str(tiny_checkpoint), "--max-new-tokens", "8", "--quiet"])
     errors = capsys.readouterr().err
     assert code == 1
-    assert (out / "good.md").exists() and (out / "good.json").exists()
-    assert not (out / "bad.md").exists() and not list(out.glob("*.tmp"))
+    # A folder's files are named FOLDER/path-inside; .pdf is dropped, other suffixes are kept.
+    assert (out / "in" / "good.png.md").exists() and (out / "in" / "good.png.json").exists()
+    assert sorted(path.name for path in out.rglob("*") if path.is_file()) == [
+        "errors.jsonl", "good.png.json", "good.png.md"]  # nothing half-written, no journal left behind
+    records = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    assert sorted((record["name"], record["kind"]) for record in records) == [
+        ("in/bad", "unreadable"), ("in/bad.jpg", "unreadable")]
     for name in ["bad.pdf", "bad.jpg", "missing.pdf"]:
         assert sum(1 for line in errors.splitlines() if name in line and line.startswith("error:")) == 1
 
@@ -58,10 +63,10 @@ def test_skip_existing_resumes(tmp_path, tiny_checkpoint, capsys):
     out = tmp_path / "out"
     args = ["parse", str(folder), "-o", str(out), "--model", str(tiny_checkpoint), "--max-new-tokens", "4", "--quiet"]
     assert main(args) == 0
-    (out / "p1.md").unlink()
-    stamp = (out / "p0.json").stat().st_mtime_ns
+    (out / "in" / "p1.png.md").unlink()
+    stamp = (out / "in" / "p0.png.json").stat().st_mtime_ns
     assert main(args + ["--skip-existing"]) == 0
-    assert (out / "p1.md").exists() and (out / "p0.json").stat().st_mtime_ns == stamp
+    assert (out / "in" / "p1.png.md").exists() and (out / "in" / "p0.png.json").stat().st_mtime_ns == stamp
     assert "skipping 1 input" in capsys.readouterr().err
 
 
@@ -71,7 +76,8 @@ def test_real_documents_folder(tmp_path, tiny_checkpoint, real_documents, capsys
                  "--max-new-tokens", "4", "--quiet", "--pages", "1"])
     errors = capsys.readouterr().err
     assert code == 1
-    assert (out / "c02-22.md").exists() and (out / "typewriter.md").exists() and (out / "enormous.md").exists()
+    out = out / real_documents.resolve().name
+    assert (out / "c02-22.md").exists() and (out / "typewriter.png.md").exists() and (out / "enormous.md").exists()
     assert not (out / "invalid.md").exists() and not (out / "hugemono.md").exists()
     assert "invalid.pdf" in errors and "hugemono.pdf: decompression bomb" in errors
 
@@ -94,23 +100,24 @@ def test_pages_per_second_reads_well_at_any_speed():
 
 def test_an_unexpected_error_on_one_input_is_reported_and_the_next_written(tmp_path, tiny_checkpoint, capsys,
                                                                              monkeypatch):
-    import unlimited_ocr.documents as documents
+    import unlimited_ocr.runner as runner
 
     inputs = tmp_path / "in"
     inputs.mkdir()
     for name, seed in (("a.png", 1), ("b.png", 2)):
         random_pages(1, seed=seed, size=(200, 160))[0].save(inputs / name)
-    real_load = documents.load_document
+    real_open = runner.open_document
 
     def flaky(path, **kwargs):
         if path.name == "a.png":
             raise MemoryError("renderer ran out of memory")
-        return real_load(path, **kwargs)
+        return real_open(path, **kwargs)
 
-    monkeypatch.setattr(documents, "load_document", flaky)
+    monkeypatch.setattr(runner, "open_document", flaky)
     out = tmp_path / "out"
     code = main(["parse", str(inputs), "-o", str(out), "--model", str(tiny_checkpoint), "--max-new-tokens", "4",
                  "--quiet"])
     assert code == 1
     assert "a.png: cannot read: MemoryError: renderer ran out of memory" in capsys.readouterr().err
-    assert not (out / "a.md").exists() and (out / "b.md").exists() and (out / "b.json").exists()
+    out = out / "in"
+    assert not (out / "a.png.md").exists() and (out / "b.png.md").exists() and (out / "b.png.json").exists()

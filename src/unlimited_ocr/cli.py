@@ -6,8 +6,10 @@
     unlimited-ocr parse doc.pdf -o out/ --attention full          # growing-cache comparison
     unlimited-ocr parse doc.pdf -o out/ --mode per-page           # one decode per page, for comparison
     unlimited-ocr parse book.pdf -o out/ --reference-pages 4      # one pass, 4 pages in the cache at a time
+    unlimited-ocr parse book.pdf -o out/ --reference-pages 4 --resume   # after a kill: on from the first unfinished page
     unlimited-ocr bench decode --pages 10 --tokens 8192 --json decode.json
     unlimited-ocr bench long-horizon --pages 2,5,10,20,40
+    unlimited-ocr bench book --pages 30,300,3000                  # memory and speed flat in pages?
     unlimited-ocr eval omnidocbench --gt OmniDocBench.json --pred preds/ --out results.json
     unlimited-ocr eval pdf-text manual.pdf --pages 1-6 --peer tesseract
     unlimited-ocr data pdf-pairs manuals/*.pdf -o data/real
@@ -23,7 +25,6 @@ errors (bad arguments, a model that cannot be loaded).
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 import time
@@ -37,7 +38,9 @@ def _add_parse(subparsers) -> None:
     parser = subparsers.add_parser("parse", help="transcribe PDFs/images to markdown + JSON",
                                    description="Transcribe documents; every page of a document in one decoding pass.")
     parser.add_argument("inputs", nargs="+", help="PDF or image files, or folders of them")
-    parser.add_argument("-o", "--output", required=True, help="output folder (NAME.md and NAME.json per input)")
+    parser.add_argument("-o", "--output", required=True,
+                        help="output folder: NAME.md and NAME.json per input, where NAME is a file's name without "
+                             ".pdf, or for a folder's files FOLDER/path/inside; errors.jsonl lists failures")
     parser.add_argument("--pages", default=None, help="1-based pages to read, e.g. 1-3,7 (default: all)")
     parser.add_argument("--dpi", type=int, default=144, help="PDF render resolution (default 144)")
     parser.add_argument("--max-new-tokens", type=int, default=None,
@@ -48,6 +51,9 @@ def _add_parse(subparsers) -> None:
                         help="base (1024 global view) or gundam (tiles + global view; single pages only)")
     parser.add_argument("--no-repeat-ngram", type=int, default=35, help="n-gram size of the loop guard (0: off)")
     parser.add_argument("--skip-existing", action="store_true", help="skip inputs whose NAME.md and NAME.json exist")
+    parser.add_argument("--resume", action="store_true",
+                        help="after an interrupted run: skip finished inputs and continue an unfinished one from its "
+                             "first unfinished page (NAME.partial.jsonl); pages finished before are kept")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--server", default=None, metavar="URL",
                         help="decode on this OpenAI-compatible server (ours, vLLM, SGLang) instead of loading a model;"
@@ -58,12 +64,10 @@ def _add_parse(subparsers) -> None:
 
 
 def run_parse(args: argparse.Namespace) -> int:
-    from .documents import (DocumentError, expand_inputs, is_done, load_document, output_names,
-                            parse_page_ranges, write_outputs)
-    from .engine import DecodeOptions
+    from .documents import parse_page_ranges
     from .model.loading import ModelNotFoundError
-    from .pipeline import default_max_new_tokens, transcribe_document
     from .progress import ParseProgress
+    from .runner import DocumentRunner, RunReport, RunSettings, pending, plan_jobs
     from .serve.client import RemoteError
 
     try:
@@ -80,80 +84,54 @@ def run_parse(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     out_dir = Path(args.output)
-    paths: list[Path] = []
-    failures = 0
-    for item in args.inputs:
-        if not Path(item).exists():
-            print(f"error: {item}: no such file or folder", file=sys.stderr)
-            failures += 1
-            continue
-        found = list(expand_inputs([item]))
-        if not found and Path(item).is_dir():
-            print(f"warning: {item}: no PDF or image files inside", file=sys.stderr)
-        paths.extend(found)
-    names = output_names(paths)
-    todo = [path for path in paths if not (args.skip_existing and is_done(out_dir, names[path]))]
-    skipped = len(paths) - len(todo)
+    jobs, problems = plan_jobs(args.inputs)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    failures = sum(problem.startswith("error") for problem in problems)
+    todo = pending(jobs, out_dir, args.skip_existing or args.resume)
+    skipped = len(jobs) - len(todo)
     if skipped:
         print(f"skipping {skipped} input(s) already done in {out_dir}", file=sys.stderr)
     if not todo:
         return 1 if failures else 0
+    settings = RunSettings(engine=spec, mode=args.mode, image_mode=args.image_mode,
+                           max_new_tokens=args.max_new_tokens, no_repeat_ngram=args.no_repeat_ngram, pages=pages,
+                           dpi=args.dpi)
     try:
         if args.server:
             from .serve.client import RemoteOcr
 
-            engine = RemoteOcr(args.server, model=args.served_model)  # has .attention/.window for the progress bar
-            engine.connect()
-            transcribe = engine.transcribe_document
+            decoder = RemoteOcr(args.server, model=args.served_model)  # has .attention/.window for the progress bar
+            decoder.connect()
         else:
-            engine = runtime.build_engine(spec, args.mode)
-            transcribe = functools.partial(transcribe_document, engine, reference_pages=args.reference_pages)
+            decoder = runtime.build_engine(spec, args.mode)
     except (ModelNotFoundError, ValueError, RemoteError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    report = RunReport(out_dir, total=len(jobs), skipped=skipped)
+    report.begin()
     with ParseProgress(enabled=not args.quiet, total_inputs=len(todo)) as progress:
-        for path in todo:
-            try:
-                document = load_document(path, pages=pages, dpi=args.dpi)
-            except Exception as error:  # one input that cannot be read, however it fails, must not stop the others
-                reason = str(error) if isinstance(error, DocumentError) else \
-                    f"cannot read: {type(error).__name__}: {error}"
-                progress.log(f"error: {path}: {reason}")
-                failures += 1
-                progress.input_done()
-                continue
-            for page in document.pages:
-                if not page.ok:
-                    progress.log(f"warning: {path}: page {page.number}: {page.error}")
-            budget = args.max_new_tokens or default_max_new_tokens(len(document.good_pages))
-            options = DecodeOptions(max_new_tokens=budget, no_repeat_ngram_size=args.no_repeat_ngram or None,
-                                    image_mode=args.image_mode)
-            hint = longer_than_trained(engine, len(document.good_pages), args.mode, args.reference_pages)
+        runner = DocumentRunner(decoder, settings, out_dir, resume=args.resume, events=progress)
+        for job in todo:
+            hint = longer_than_trained(decoder, job, settings)
             if hint:
-                progress.log(f"note: {path.name}: {hint}")
-            progress.start_document(path.name, len(document.good_pages), engine)
-            try:
-                output = transcribe(document, options, mode=args.mode, on_token=progress.on_token)
-                write_outputs(out_dir, names[path], output)
-            except Exception as error:  # a model failure on one input must not stop the others
-                progress.log(f"error: {path}: OCR failed: {type(error).__name__}: {error}")
-                failures += 1
+                progress.log(f"note: {job.source.name}: {hint}")
+            record = runner.run(job)
+            report.add(record)
+            if record["status"] == "failed":
                 progress.input_done()
-                continue
-            missing = [page.number for page in output.pages if page.text is None]
-            if missing:
-                failures += 1  # written, with visible markers, but not whole
-                progress.log(f"warning: {path}: no text for page(s) {', '.join(map(str, missing))}")
-            progress.finish_document(output)
-    return 1 if failures else 0
+    if report.failed or report.partial:
+        print(f"see {out_dir / 'errors.jsonl'}", file=sys.stderr)
+    return 1 if failures or report.failed or report.partial else 0
 
 
-def longer_than_trained(engine, num_pages: int, mode: str, reference_pages: int | None) -> str | None:
+def longer_than_trained(engine, job, settings) -> str | None:
     """A hint when a one-pass document has more pages than the checkpoint's training documents (read from its
     ``training_config.json``; the official checkpoint has none) and the sliding reference could hold fewer."""
     import json
 
-    if mode != "one-pass" or reference_pages or not hasattr(engine, "loaded") or not engine.loaded.positions.anchored:
+    if (settings.mode != "one-pass" or settings.engine.reference_pages or not hasattr(engine, "loaded")
+            or not engine.loaded.positions.anchored):
         return None
     path = Path(engine.loaded.source) / "training_config.json"
     try:
@@ -161,10 +139,21 @@ def longer_than_trained(engine, num_pages: int, mode: str, reference_pages: int 
         trained = int(data["max_pages"]) if data.get("mix") != "single" else 1
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    num_pages = _page_count(job.source, settings.pages)
     if num_pages <= trained:
         return None
     return (f"{num_pages} pages, but this checkpoint was trained on documents of at most {trained}; "
             f"--reference-pages 4 holds fewer pages at a time and reads long documents better (README, Books)")
+
+
+def _page_count(path: Path, pages: list[int] | None) -> int:
+    from .documents import open_document
+
+    try:
+        with open_document(path, pages=pages) as source:
+            return len(source.numbers)
+    except Exception:  # the runner reports unreadable inputs
+        return 0
 
 
 def _add_bench(subparsers) -> None:
@@ -176,7 +165,11 @@ def _add_bench(subparsers) -> None:
     add_decode(bench.add_parser("decode", help="tokens/s vs output position: R-SWA, full attention, transformers"))
     add_long_horizon(bench.add_parser("long-horizon", help="held-out documents of 2..40 pages: one pass vs "
                                       "per-page vs full attention (edit distance, Distinct-n, time, memory)"))
+    from .bench.book import add_arguments as add_book
     from .bench.serve import add_arguments as add_serve_bench
+
+    add_book(bench.add_parser("book", help="books of 30..3,000 pages in one pass with a sliding reference: peak RSS, "
+                              "pages/s at the start and the end, KV bytes"))
 
     add_serve_bench(bench.add_parser("serve", help="load test of the HTTP server: latency, tokens/s, server memory"))
 
@@ -244,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             from .bench.decode import run as run_bench
         elif args.bench_command == "serve":
             from .bench.serve import run as run_bench
+        elif args.bench_command == "book":
+            from .bench.book import run as run_bench
         else:
             from .bench.long_horizon import run as run_bench
         code = run_bench(args)

@@ -1,6 +1,7 @@
-"""One document through the whole flow: pages -> engine (one pass or per page) -> page texts -> outputs.
+"""One document already in memory through the engine: pages -> one pass or per page -> page texts -> outputs.
 
-The CLI, the server and the batch runner all call :func:`transcribe_document`, so they write the same files.
+The commands go through the document runner (runner.py: pages rendered on demand, streamed, resumable); this is the
+in-memory form the evaluations and the server's tests use, with the same meta fields.
 """
 
 from __future__ import annotations
@@ -10,11 +11,7 @@ from .documents.writers import DocumentOutput, PageResult
 from .engine import DecodeOptions, OcrEngine
 from .engine.engine import TokenCallback
 
-TOKENS_PER_PAGE = 2048  # default decode budget per page when --max-new-tokens is not given
-
-
-def default_max_new_tokens(num_pages: int) -> int:
-    return min(TOKENS_PER_PAGE * max(num_pages, 1), 131072)
+from .runner import TOKENS_PER_PAGE, default_max_new_tokens  # noqa: F401 (the one budget rule, re-exported)
 
 
 def assign_pages(document: Document, page_texts: list[str]) -> list[PageResult]:
@@ -46,6 +43,12 @@ def transcribe_document(
 ) -> DocumentOutput:
     images = [page.image for page in document.good_pages]
     result = engine.parse(images, options, mode=mode, on_token=on_token, reference_pages=reference_pages)
+    return DocumentOutput(source=str(document.path), pages=assign_pages(document, result.pages),
+                          meta=result_meta(engine, result, mode, reference_pages))
+
+
+def result_meta(engine: OcrEngine, result, mode: str, reference_pages: int | None) -> dict:
+    """The engine's figures for a document's JSON (model, attention, lengths, stop reason, KV bytes, timings)."""
     meta = {
         "model": engine.loaded.source,
         "mode": mode,
@@ -60,4 +63,4 @@ def transcribe_document(
     }
     if reference_pages and mode == "one-pass":
         meta["reference_pages"] = reference_pages  # pages held at a time (engine/sliding.py)
-    return DocumentOutput(source=str(document.path), pages=assign_pages(document, result.pages), meta=meta)
+    return meta

@@ -28,7 +28,7 @@ def test_parse_without_model_uses_the_bundled_checkpoint_offline(tmp_path, monke
     random_pages(1, seed=21, size=(256, 256))[0].save(image)
     code = main(["parse", str(image), "-o", str(tmp_path / "out"), "--max-new-tokens", "8", "--quiet",
                  "--device", "cpu"])
-    data = json.loads((tmp_path / "out" / "page.json").read_text())
+    data = json.loads((tmp_path / "out" / "page.png.json").read_text())
     assert code == 0 and data["model"] == str(BUNDLED_DIR)
     assert data["reference_length"] == 73 + 1 + len("\ndocument parsing.")  # 8x8 visual tokens, BOS, prompt
 

@@ -35,13 +35,16 @@ def _check_batch(folder, out, settings, **ray_options):
                        **ray_options)
     assert (report.total, report.skipped, report.written, report.failed) == (3, 0, 2, 1)
     assert sorted(seen) == [(1, 3), (2, 3), (3, 3)]
-    assert sorted(path.name for path in out.glob("*.md")) == ["alpha.md", "beta.md"]
+    # Names are paths inside the folder (.pdf dropped, other suffixes kept): the output tree mirrors the input's.
+    assert sorted(path.relative_to(out).as_posix() for path in out.rglob("*.md")) == ["alpha.png.md", "sub/beta.md"]
+    assert not list(out.rglob("*.partial.*"))  # the page journals are gone once the final files are written
     errors = {error["name"]: error for error in _errors(out)}
-    assert errors["broken"]["status"] == "failed" and "PDF" in errors["broken"]["error"]
+    assert errors["broken"]["status"] == "failed" and errors["broken"]["kind"] == "unreadable"
+    assert "PDF" in errors["broken"]["error"]
     # The random model writes no <PAGE>, so beta's page 2 gets no text: written, with a marker, listed as partial.
-    assert errors["beta"]["status"] == "partial" and "page 2" in errors["beta"]["error"]
-    assert "alpha" not in errors and report.partial == 1
-    beta = json.loads((out / "beta.json").read_text())
+    assert errors["sub/beta"]["status"] == "partial" and "page 2" in errors["sub/beta"]["error"]
+    assert "alpha.png" not in errors and report.partial == 1
+    beta = json.loads((out / "sub" / "beta.json").read_text())
     assert [page["number"] for page in beta["pages"]] == [1, 2]
 
     again = run_batch(folder, out, settings, **ray_options)  # resumable: only the broken one is tried again
@@ -60,7 +63,7 @@ def test_local_batch_processes_a_folder_resumes_and_records_failures(folder, tmp
     document = load_document(folder / "alpha.png")
     expected_md, _ = write_outputs(tmp_path / "expected", "alpha",
                                    transcribe_document(engine, document, settings.options(1)))
-    assert (out / "alpha.md").read_text() == expected_md.read_text()
+    assert (out / "alpha.png.md").read_text() == expected_md.read_text()
 
 
 def test_local_batch_with_a_sliding_reference(tmp_path, tiny_anchored_checkpoint, tiny_checkpoint, capsys):

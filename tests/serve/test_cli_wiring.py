@@ -32,13 +32,13 @@ def test_parse_with_server_writes_the_same_files_as_local_parse(tiny_checkpoint,
     first.save(inputs / "two.pdf", save_all=True, append_images=[second])
     common = [str(inputs), "--max-new-tokens", "10", "--quiet"]
     local_code = cli.main(["parse", *common, "-o", str(tmp_path / "local"), "--model", str(tiny_checkpoint)])
-    assert local_code == expected_exit(*(tmp_path / "local").glob("*.json"))
+    assert local_code == expected_exit(*(tmp_path / "local" / "in").glob("*.json"))
     # The server's engine is built like parse builds its own (float32, batch of one): the same numbers.
     engine = build_engine(EngineSpec(model=str(tiny_checkpoint), device="cpu"))
     # Served under the checkpoint's path, so the "model" field of both JSON files names the same thing.
     with ServerThread(create_app(engine, model_name=engine.loaded.source)) as server:
         assert cli.main(["parse", *common, "-o", str(tmp_path / "remote"), "--server", server.url]) == local_code
-    for name in ("one", "two"):
+    for name in ("in/one.png", "in/two"):
         assert (tmp_path / "remote" / f"{name}.md").read_text() == (tmp_path / "local" / f"{name}.md").read_text()
         local, remote = (json.loads((tmp_path / side / f"{name}.json").read_text()) for side in ("local", "remote"))
         for timing in ("prefill_seconds", "decode_seconds"):

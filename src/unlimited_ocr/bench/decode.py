@@ -88,12 +88,22 @@ def latency_series(step_times: list[float], every: int = 64) -> list[list[float]
     return series
 
 
-def _random_pages(count: int, seed: int = 0):
-    import numpy as np
-    from PIL import Image
+class _RandomPages:
+    """``count`` random page images, each drawn when asked for (its own seed): like the document runner's pages,
+    they are never all alive at once, so peak RSS measures the engine and not a pile of test images."""
 
-    rng = np.random.default_rng(seed)
-    return [Image.fromarray(rng.integers(0, 255, (512, 384, 3), dtype=np.uint8)) for _ in range(count)]
+    def __init__(self, count: int, seed: int = 0):
+        self.count, self.seed = count, seed
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int):
+        import numpy as np
+        from PIL import Image
+
+        rng = np.random.default_rng((self.seed, index))
+        return Image.fromarray(rng.integers(0, 255, (512, 384, 3), dtype=np.uint8))
 
 
 def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads: int | None, compile_step: bool,
@@ -105,7 +115,6 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
     from ..engine import DecodeOptions, OcrEngine
     from ..engine.rows import no_repeat_window
     from ..model.loading import dtype_from_name, load_model
-    from ..model.prompt import build_input_ids
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
@@ -116,18 +125,17 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
     engine = OcrEngine(loaded, attention=attention, compile=compile_step and engine_name == "rswa",
                        compile_mode=compile_mode)
     on_gpu = loaded.device.type == "cuda"
-    pixels = [engine.preprocess(page) for page in _random_pages(pages)]
-    features = engine.encode_pages(pixels)
-    input_ids = build_input_ids(loaded.tokenizer, [f.shape[0] for f in features])
     window = no_repeat_window(pages)
+    input_ids, features = engine.prepare(_RandomPages(pages), DecodeOptions())  # a chunk of pixels at a time
     if engine_name in ("rswa", "full"):
-        options = DecodeOptions(max_new_tokens=tokens, ignore_eos=True, no_repeat_window=window)
+        options = DecodeOptions(max_new_tokens=tokens, ignore_eos=True, no_repeat_window=window, record_step_times=True)
         cpu_times: list[float] = []
         result = engine.generate_prepared([(input_ids, features)], options,
                                           on_token=lambda row, token, page: cpu_times.append(time.thread_time()))[0]
         step_times, kv_bytes = result.step_times, result.kv_bytes
         first_step = result.first_step_seconds
     else:
+        pixels = [engine.preprocess(page) for page in _RandomPages(pages)]  # generate() takes them all at once
         step_times, cpu_times, kv_bytes = _transformers_generate(engine, pixels, input_ids, tokens)
         first_step = None  # generate() does not expose its first step apart from the prefill
     queue.put({

@@ -123,84 +123,152 @@ def _bounded_size(width: float, height: float, scale: float, max_side: int) -> f
     return min(scale, max_side / max(width, height, 1e-6))
 
 
-def _load_pdf(path: Path, pages: Sequence[int] | None, dpi: int, max_side: int) -> list[Page]:
-    import pypdfium2 as pdfium
-    import pypdfium2.raw as pdfium_raw
+class PageSource:
+    """One input, opened but not rendered: its page numbers are known, each page is rendered when asked for.
 
-    try:
-        pdf = pdfium.PdfDocument(str(path))
-    except pdfium.PdfiumError as error:
-        reason = str(error)
-        if getattr(error, "err_code", None) == pdfium_raw.FPDF_ERR_SUCCESS or _has_no_pages(path):
-            # PDFium refuses a well-formed PDF without pages, reporting "success" - or, after an earlier failure in
-            # this process, that failure's stale code (PDFium only sets its last error when a load fails).
-            raise DocumentError("empty PDF (no pages)") from None
-        if "password" in reason.lower():
-            raise DocumentError("encrypted PDF (a password is required)") from None
-        raise DocumentError(f"not a readable PDF ({reason})") from None
-    try:
-        count = len(pdf)
+    A book of thousands of pages is read through this one page at a time, so rendered pages never pile up:
+    ``check`` is the cheap guard (no rendering: embedded image sizes, frame sizes) and ``render`` draws one page.
+    Use it as a context manager (a PDF stays open until ``close``)."""
+
+    def __init__(self, path: Path, numbers: list[int]):
+        self.path = path
+        self.numbers = numbers  # 1-based page numbers to read, in order
+
+    def check(self, number: int) -> str | None:
+        """Why page ``number`` cannot be read (decompression bomb ...), or None; cheap, renders nothing."""
+        return None
+
+    def render(self, number: int) -> Page:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> PageSource:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _PdfSource(PageSource):
+    def __init__(self, path: Path, pages: Sequence[int] | None, dpi: int, max_side: int):
+        import pypdfium2 as pdfium
+        import pypdfium2.raw as pdfium_raw
+
+        try:
+            self.pdf = pdfium.PdfDocument(str(path))
+        except pdfium.PdfiumError as error:
+            reason = str(error)
+            if getattr(error, "err_code", None) == pdfium_raw.FPDF_ERR_SUCCESS or _has_no_pages(path):
+                # PDFium refuses a well-formed PDF without pages, reporting "success" - or, after an earlier failure
+                # in this process, that failure's stale code (PDFium only sets its last error when a load fails).
+                raise DocumentError("empty PDF (no pages)") from None
+            if "password" in reason.lower():
+                raise DocumentError("encrypted PDF (a password is required)") from None
+            raise DocumentError(f"not a readable PDF ({reason})") from None
+        count = len(self.pdf)
         if count == 0:
+            self.pdf.close()
             raise DocumentError("empty PDF (no pages)")
-        result = []
-        for number in _select(count, pages):
+        try:
+            super().__init__(path, _select(count, pages))
+        except DocumentError:
+            self.pdf.close()
+            raise
+        self.dpi, self.max_side = dpi, max_side
+
+    def check(self, number: int) -> str | None:
+        import pypdfium2.raw as pdfium_raw
+
+        try:
+            page = self.pdf[number - 1]
             try:
-                page = pdf[number - 1]
                 for item in page.get_objects(filter=[pdfium_raw.FPDF_PAGEOBJ_IMAGE], max_depth=4):
                     meta = item.get_metadata()
                     if meta.width * meta.height > MAX_PIXELS:
-                        raise DocumentError(
-                            f"decompression bomb: embedded image {meta.width}x{meta.height} px exceeds "
-                            f"{MAX_PIXELS} px"
-                        )
-                width, height = page.get_size()
-                scale = _bounded_size(width, height, dpi / 72.0, max_side)
-                image = page.render(scale=scale).to_pil().convert("RGB")
-                result.append(Page(number, image, image.width, image.height))
-            except DocumentError as error:
-                result.append(Page(number, None, error=str(error)))
-            except Exception as error:  # one bad page must not sink the document
-                result.append(Page(number, None, error=f"cannot render page: {error}"))
-        return result
-    finally:
-        pdf.close()
+                        return (f"decompression bomb: embedded image {meta.width}x{meta.height} px exceeds "
+                                f"{MAX_PIXELS} px")
+            finally:
+                page.close()
+        except Exception as error:  # one bad page must not sink the document
+            return f"cannot render page: {error}"
+        return None
 
-
-def _load_image(path: Path, pages: Sequence[int] | None, max_side: int) -> list[Page]:
-    previous = Image.MAX_IMAGE_PIXELS
-    Image.MAX_IMAGE_PIXELS = MAX_PIXELS // 2  # PIL raises above twice this, warns above it: we refuse both
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
+    def render(self, number: int) -> Page:
+        problem = self.check(number)
+        if problem:
+            return Page(number, None, error=problem)
+        try:
+            page = self.pdf[number - 1]
             try:
-                source = Image.open(path)
+                width, height = page.get_size()
+                scale = _bounded_size(width, height, self.dpi / 72.0, self.max_side)
+                bitmap = page.render(scale=scale)
+                image = bitmap.to_pil().convert("RGB")  # a copy: the bitmap's buffer is freed below
+                bitmap.close()
+            finally:
+                page.close()
+        except Exception as error:
+            return Page(number, None, error=f"cannot render page: {error}")
+        return Page(number, image, image.width, image.height)
+
+    def close(self) -> None:
+        self.pdf.close()
+
+
+class _ImageSource(PageSource):
+    def __init__(self, path: Path, pages: Sequence[int] | None, max_side: int):
+        with _bomb_guard():
+            try:
+                self.image = Image.open(path)
             except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
                 raise DocumentError(f"decompression bomb: {error}") from None
             except Exception as error:
                 raise DocumentError(f"unreadable image ({type(error).__name__}: {error})") from None
-            with source:
-                frames = getattr(source, "n_frames", 1)
-                result = []
-                for number in _select(frames, pages):
-                    try:
-                        source.seek(number - 1)
-                        frame = source.convert("RGB")
-                        if max(frame.size) > max_side:
-                            frame.thumbnail((max_side, max_side), Image.LANCZOS)
-                        result.append(Page(number, frame, frame.width, frame.height))
-                    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
-                        result.append(Page(number, None, error=f"decompression bomb: {error}"))
-                    except Exception as error:
-                        result.append(Page(number, None, error=f"unreadable image ({type(error).__name__}: {error})"))
-                return result
-    finally:
-        Image.MAX_IMAGE_PIXELS = previous
+        try:
+            super().__init__(path, _select(getattr(self.image, "n_frames", 1), pages))
+        except DocumentError:
+            self.image.close()
+            raise
+        self.max_side = max_side
+
+    def render(self, number: int) -> Page:
+        with _bomb_guard():
+            try:
+                self.image.seek(number - 1)
+                frame = self.image.convert("RGB")
+                if max(frame.size) > self.max_side:
+                    frame.thumbnail((self.max_side, self.max_side), Image.LANCZOS)
+            except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+                return Page(number, None, error=f"decompression bomb: {error}")
+            except Exception as error:
+                return Page(number, None, error=f"unreadable image ({type(error).__name__}: {error})")
+        return Page(number, frame, frame.width, frame.height)
+
+    def close(self) -> None:
+        self.image.close()
 
 
-def load_document(
+class _bomb_guard:
+    """PIL raises above twice ``MAX_PIXELS // 2`` and warns above it: inside this block both are refused."""
+
+    def __enter__(self):
+        self.previous = Image.MAX_IMAGE_PIXELS
+        Image.MAX_IMAGE_PIXELS = MAX_PIXELS // 2
+        self.warnings = warnings.catch_warnings()
+        self.warnings.__enter__()
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+
+    def __exit__(self, *exc):
+        self.warnings.__exit__(*exc)
+        Image.MAX_IMAGE_PIXELS = self.previous
+
+
+def open_document(
     path: str | Path, pages: Sequence[int] | None = None, dpi: int = DEFAULT_DPI, max_side: int = DEFAULT_MAX_SIDE
-) -> Document:
-    """Read one input into page images. Raises :class:`DocumentError` when no page at all can be read."""
+) -> PageSource:
+    """Open one input without rendering it. Raises :class:`DocumentError` when it cannot be read at all."""
     path = Path(path)
     if not path.exists():
         raise DocumentError("no such file")
@@ -211,11 +279,18 @@ def load_document(
         raise DocumentError(f"unsupported file type {suffix or '(none)'}")
     if path.stat().st_size == 0:
         raise DocumentError("empty file")
-    loaded = _load_pdf(path, pages, dpi, max_side) if suffix in PDF_SUFFIXES else _load_image(path, pages, max_side)
-    document = Document(path=path, pages=loaded)
+    return _PdfSource(path, pages, dpi, max_side) if suffix in PDF_SUFFIXES else _ImageSource(path, pages, max_side)
+
+
+def load_document(
+    path: str | Path, pages: Sequence[int] | None = None, dpi: int = DEFAULT_DPI, max_side: int = DEFAULT_MAX_SIDE
+) -> Document:
+    """Read one input into page images, all rendered now (the document runner renders on demand instead).
+    Raises :class:`DocumentError` when no page at all can be read."""
+    with open_document(path, pages, dpi, max_side) as source:
+        loaded = [source.render(number) for number in source.numbers]
+    document = Document(path=Path(path), pages=loaded)
     if not document.good_pages:
         reasons = "; ".join(sorted({page.error or "unknown" for page in loaded}))
         raise DocumentError(reasons)
     return document
-
-

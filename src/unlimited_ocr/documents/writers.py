@@ -1,7 +1,8 @@
 """Writers: NAME.md (pages in order, failed pages as visible markers) and NAME.json (document -> pages -> blocks).
 
 Both are written atomically (temporary file + rename) so an interrupted run never leaves a half-written output;
-``--skip-existing`` treats an input as done when both files exist.
+``--skip-existing`` treats an input as done when both files exist. NAME may hold folders (``scans/2024/a``): the
+output tree mirrors the inputs (:func:`output_name`).
 """
 
 from __future__ import annotations
@@ -73,12 +74,15 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def output_names(paths: list[Path]) -> dict[Path, str]:
-    """NAME per input: the file stem, or the full file name when two inputs share a stem (a.pdf and a.png)."""
-    stems: dict[str, int] = {}
-    for path in paths:
-        stems[path.stem] = stems.get(path.stem, 0) + 1
-    return {path: path.stem if stems[path.stem] == 1 else path.name for path in paths}
+def output_name(path: Path, root: Path, prefix: str = "") -> str:
+    """NAME of an input: its path relative to ``root`` (the folder it was found in, or its own folder), '/'-separated,
+    after ``prefix``; ``.pdf`` is dropped, other suffixes are kept (``scan.pdf`` -> ``scan``, ``scan.png`` ->
+    ``scan.png``). A name depends only on the input's own path, so adding or removing other inputs never renames
+    it, and files of different folders or types never share one."""
+    relative = path.relative_to(root) if path.is_relative_to(root) else Path(path.name)
+    if relative.suffix.lower() == ".pdf":
+        relative = relative.with_suffix("")
+    return "/".join(part for part in (prefix, relative.as_posix()) if part)
 
 
 def output_paths(out_dir: Path, name: str) -> tuple[Path, Path]:

@@ -52,6 +52,7 @@ class DecodeOptions:
     no_repeat_ngram_size: int | None = 35  # the paper's loop guard; None disables it
     no_repeat_window: int | None = None  # None: 128 for one page, 1024 for several (the paper's values)
     ignore_eos: bool = False  # benchmarks: always decode max_new_tokens
+    record_step_times: bool = False  # benchmarks: keep the clock of every step (a list that grows with the output)
     prompt: str | None = None  # None: "document parsing." for one page, "Multi page parsing." for several
     image_mode: str = "base"  # "base" or "gundam" (gundam only for single pages)
     # A document of N pages cannot have page N+1. Pages begun = "<PAGE>" markers written, + 1 if the output began
@@ -87,6 +88,30 @@ class DocumentResult:
         return self.step_times[1] - self.step_times[0] if len(self.step_times) > 1 else None
 
 
+class LazyFeatures:
+    """A document's visual features, encoded when first asked for, a chunk of pages at a time, in page order.
+
+    For a sliding reference: pages are asked for in increasing order as they enter the reference, so features of
+    pages behind the one asked for are dropped and at most one chunk ahead is kept."""
+
+    def __init__(self, engine: OcrEngine, images: Sequence[Image.Image]):
+        self.engine = engine
+        self.images = images
+        self.encoded: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        if index not in self.encoded:
+            stop = min(index + self.engine.encode_batch, len(self.images))
+            chunk = self.engine.encode_images([self.images[i] for i in range(index, stop)])
+            self.encoded.update(zip(range(index, stop), chunk))
+        for behind in [key for key in self.encoded if key < index]:
+            del self.encoded[behind]
+        return self.encoded[index]
+
+
 class OcrEngine:
     """Prefill + static-cache decode over a loaded UnlimitedOcr checkpoint."""
 
@@ -116,6 +141,26 @@ class OcrEngine:
             raise ValueError("this checkpoint has no gundam tiles (its image size is not the official 1024)")
         return preprocess_page(image, image_size=loaded.image_size, queries_global=loaded.queries_per_side,
                                mode=mode, tile_size=loaded.tile_size, queries_tile=loaded.queries_per_tile_side)
+
+    @torch.no_grad()
+    def encode_images(self, images: Sequence[Image.Image], image_mode: str = "base") -> list[torch.Tensor]:
+        """Visual features of page images, a few pages at a time: each chunk's images and pixels are dropped once
+        it is encoded, so a document's pages never all live as pixels (``images`` may render pages on demand)."""
+        features: list[torch.Tensor] = []
+        for start in range(0, len(images), self.encode_batch):
+            chunk = [self.preprocess(images[index], image_mode)
+                     for index in range(start, min(start + self.encode_batch, len(images)))]
+            features.extend(self.encode_pages(chunk))
+        return features
+
+    def prepare(self, images: Sequence[Image.Image], options: DecodeOptions) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """One document's (input_ids, page features): the one page-preparation path (engine, server, benches).
+        Gundam tiles only for a single page (the official multi-page format is base views)."""
+        if not len(images):
+            raise ValueError("a document needs at least one page")
+        features = self.encode_images(images, options.image_mode if len(images) == 1 else "base")
+        ids = build_input_ids(self.loaded.tokenizer, [f.shape[0] for f in features], options.prompt)
+        return ids, features
 
     @torch.no_grad()
     def encode_pages(self, pixels: Sequence[PagePixels]) -> list[torch.Tensor]:
@@ -250,16 +295,7 @@ class OcrEngine:
         options = options or DecodeOptions()
         if reference_pages is not None and any(len(pages) > reference_pages for pages in documents):
             return [self._generate_sliding(pages, options, on_token, reference_pages) for pages in documents]
-        prepared = []
-        for pages in documents:
-            if not pages:
-                raise ValueError("a document needs at least one page")
-            mode = options.image_mode if len(pages) == 1 else "base"
-            pixels = [self.preprocess(page, mode) for page in pages]
-            features = self.encode_pages(pixels)
-            ids = build_input_ids(self.loaded.tokenizer, [f.shape[0] for f in features], options.prompt)
-            prepared.append((ids, features))
-        return self.generate_prepared(prepared, options, on_token)
+        return self.generate_prepared([self.prepare(pages, options) for pages in documents], options, on_token)
 
     @torch.no_grad()
     def generate_prepared(
@@ -306,7 +342,8 @@ class OcrEngine:
                         chosen[index] = row.take(chosen[index])  # the page rules may change it, or end the row
                         if row.running and on_token is not None:
                             on_token(index, chosen[index], row.page_being_read)
-                step_times.append(time.perf_counter())
+                if options.record_step_times:
+                    step_times.append(time.perf_counter())
                 if not any(row.running for row in rows):
                     break
                 fed = torch.tensor(chosen, device=device).view(batch, 1)  # (B, 1)
@@ -342,8 +379,10 @@ class OcrEngine:
                           on_token: TokenCallback | None, reference_pages: int) -> DocumentResult:
         if len(pages) <= reference_pages:
             return self.generate([pages], options, on_token)[0]
-        features = self.encode_pages([self.preprocess(page, "base") for page in pages])
-        held = features[:reference_pages]
+        # Pages are encoded as they enter the reference (a chunk ahead at most), so a book never lives as pixels
+        # or features all at once: memory stays flat in pages.
+        features = LazyFeatures(self, pages)
+        held = [features[index] for index in range(reference_pages)]
         prompt = options.prompt if options.prompt is not None else default_prompt(len(pages))
         ids = build_input_ids(self.loaded.tokenizer, [f.shape[0] for f in held], prompt)
         slider = SlidingReference(ids, features, reference_pages, self.loaded.positions)
@@ -361,7 +400,7 @@ class OcrEngine:
         ``reference_pages=K`` (one pass): hold only K pages in the reference at a time (engine/sliding.py)."""
         options = options or DecodeOptions()
         if mode == "one-pass":
-            return self.generate([list(pages)], options, on_token, reference_pages=reference_pages)[0]
+            return self.generate([pages], options, on_token, reference_pages=reference_pages)[0]  # pages: any sequence, read lazily
         if mode != "per-page":
             raise ValueError(f"mode must be 'one-pass' or 'per-page', not {mode!r}")
         parts = []

@@ -35,7 +35,8 @@ class SlidingReference:
 
     Args:
         input_ids: ``(T,)`` the prompt of the first ``K`` pages (what was prefilled).
-        features: visual features of EVERY page of the book, ``(positions, hidden)`` each, in order.
+        features: visual features of every page of the book, ``(positions, hidden)`` each, in order; a sequence
+            that may encode pages only when asked for (they are asked for in increasing order).
         reference_pages: ``K``, pages held at a time (>= 2: the page being read and the one before it).
         positions: the checkpoint's rotary-id scheme; must be page-anchored.
     """
@@ -47,17 +48,14 @@ class SlidingReference:
                              "(page_position_stride in its config.json); this one numbers positions sequentially")
         if reference_pages < 2:
             raise ValueError("a sliding reference holds at least 2 pages (the page being read and the one before)")
-        lengths = {int(f.shape[0]) for f in features}
-        if len(lengths) != 1:
-            raise ValueError(f"a sliding reference needs pages of one size (base mode), not {sorted(lengths)}")
-        self.features = list(features)
-        self.total_pages = len(self.features)
+        self.features = features  # may encode pages on demand (engine.LazyFeatures): asked for in page order
+        self.total_pages = len(features)
         self.reference_pages = min(reference_pages, self.total_pages)
-        self.page_length = lengths.pop()
         image_slots = torch.nonzero(input_ids == positions.image_token_id).flatten()  # pages back to back
-        if image_slots.numel() != self.reference_pages * self.page_length:
-            raise ValueError(f"the prompt holds {image_slots.numel()} image slots, expected {self.reference_pages} "
-                             f"pages of {self.page_length}")
+        if image_slots.numel() % self.reference_pages:
+            raise ValueError(f"the prompt holds {image_slots.numel()} image slots, not {self.reference_pages} pages of "
+                             "one size")
+        self.page_length = image_slots.numel() // self.reference_pages  # every page's (checked as each is written)
         blocks = image_slots.view(self.reference_pages, self.page_length)  # (K, P) cache slots of each page
         starts = blocks[:, 0].tolist()
         # The text before the first page (BOS, a chat template's header): every page sees it in a prefill.
@@ -89,7 +87,11 @@ class SlidingReference:
         and themselves causally (what a prefill lets page ``page`` see), not the instruction after the pages."""
         device = engine.loaded.device
         language_model = engine.language_model
-        hidden = self.features[page].to(device, engine.loaded.dtype).unsqueeze(0)  # (1, P, D)
+        hidden = self.features[page]
+        if int(hidden.shape[0]) != self.page_length:
+            raise ValueError(f"a sliding reference needs pages of one size (base mode): page {page + 1} has "
+                             f"{hidden.shape[0]} positions, page 1 has {self.page_length}")
+        hidden = hidden.to(device, engine.loaded.dtype).unsqueeze(0)  # (1, P, D)
         first = self.first_page_position + page * self.stride
         positions = torch.arange(first, first + self.page_length, device=device).view(1, -1)  # (1, P)
         keys = cache.decode_mask.shape[-1]

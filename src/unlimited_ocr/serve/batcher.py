@@ -37,7 +37,6 @@ from PIL import Image
 from ..engine import DecodeOptions, OcrEngine
 from ..engine.engine import DocumentResult
 from ..engine.pages import split_pages
-from ..model.prompt import build_input_ids
 
 log = logging.getLogger("unlimited_ocr.serve")
 
@@ -210,17 +209,10 @@ class Batcher:
             del batch  # drop pages and sinks before waiting for the next batch
 
     def _prepare(self, request: OcrRequest):
-        """What ``engine.generate`` does per document, a chunk of pages at a time so that only one chunk of
-        pixels is alive at once (the visual features are small)."""
-        engine = self.engine
-        mode = request.image_mode if len(request.pages) == 1 else "base"  # the engine's rule: gundam is single-page
-        features = []
-        for start in range(0, len(request.pages), engine.encode_batch):
-            chunk = request.pages[start : start + engine.encode_batch]
-            images = [self.image_loader(page) if isinstance(page, bytes) else page for page in chunk]
-            features.extend(engine.encode_pages([engine.preprocess(image, mode) for image in images]))
-        ids = build_input_ids(engine.loaded.tokenizer, [f.shape[0] for f in features], request.prompt)
-        return ids, features
+        """The engine's own page preparation (``OcrEngine.prepare``: a chunk of pages at a time, so only one chunk of
+        pixels is alive at once); request pages arrive as image bytes and are decoded when their chunk is reached."""
+        pages = _DecodedPages(request.pages, self.image_loader)
+        return self.engine.prepare(pages, DecodeOptions(prompt=request.prompt, image_mode=request.image_mode))
 
     def _run_batch(self, batch: list[OcrRequest]) -> None:
         started = time.perf_counter()
@@ -252,7 +244,6 @@ class Batcher:
         results = self.engine.generate_prepared(prepared, options, on_token=route)
         for request, result in zip(rows, results, strict=True):
             result = cut_to_budget(self.engine, result, request.max_new_tokens)
-            result.step_times = []  # per-step clock of the whole batch: not needed by the server, not kept
             _deliver(request, DoneEvent(result, batch_size=len(rows), queue_seconds=started - request.submitted_at))
         self.completed += len(rows)
         self.batches += 1
@@ -286,3 +277,17 @@ def _deliver(request: OcrRequest, event: Event) -> None:
         request.sink(event)
     except Exception:  # a sink whose event loop is gone (client or server shut down): nothing left to tell
         log.debug("dropping an event for a request whose listener is gone", exc_info=True)
+
+
+class _DecodedPages:
+    """Request pages as a sequence of images, each decoded from its bytes when asked for."""
+
+    def __init__(self, pages: list, image_loader):
+        self.pages, self.image_loader = pages, image_loader
+
+    def __len__(self) -> int:
+        return len(self.pages)
+
+    def __getitem__(self, index: int):
+        page = self.pages[index]
+        return self.image_loader(page) if isinstance(page, bytes) else page

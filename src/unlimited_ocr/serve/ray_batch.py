@@ -8,196 +8,76 @@
     from unlimited_ocr.serve.ray_batch import BatchSettings, run_batch
     report = run_batch("scans/", "out/", BatchSettings(EngineSpec(device="cpu"), max_new_tokens=4096), use_ray=True)
 
-Pipeline (Ray Data, streaming, so rendered pages never pile up beyond what the actors can take):
-list documents -> render pages (tasks) -> OCR (an actor pool; each actor loads the model once) -> write (tasks).
-Without ``--ray``, or when Ray is not installed (``pip install 'unlimited-ocr[ray]'``), the same steps run in this
-process. Both paths call :func:`unlimited_ocr.pipeline.transcribe_document`, so the files equal ``parse``'s.
+Every document goes through the one document runner (runner.py) that ``parse`` uses: pages rendered on demand,
+streamed to NAME.partial.md as they finish, the same names (a file's path inside the folder: ``a/x.pdf`` ->
+``OUT/a/x.md``), budgets and error records. With ``--ray`` the documents are spread over an actor pool (Ray
+Data, streaming); each actor loads the model once and runs documents through its own runner, writing the outputs
+itself (on a cluster, OUT must be a folder every node can write). Without ``--ray``, or when Ray is not installed
+(``pip install 'unlimited-ocr[ray]'``), the same runner runs in this process.
 
-Resumable: a document whose NAME.md and NAME.json both exist is skipped (outputs are written atomically, so an
-interrupted run leaves no half file). A document that fails (unreadable, OCR error) is recorded as one JSON line in
-OUT/errors.jsonl -- rewritten by every run that has work to do -- and the others go on; documents written with some
-failed pages are listed there too, with status "partial". On a cluster, OUT must be a folder every node can write.
+Resumable: a document whose NAME.md and NAME.json both exist is skipped (outputs are written atomically); an
+unfinished one continues from its first unfinished page (its NAME.partial.jsonl). A document that fails is recorded
+as one JSON line in OUT/errors.jsonl -- rewritten by every run that has work to do -- and the others go on;
+documents written with some failed pages are listed there too, with status "partial".
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import pickle
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
-from ..documents import DocumentError, expand_inputs, is_done, load_document, write_outputs
-from ..documents.inputs import DEFAULT_DPI, Document, Page
-from ..documents.writers import DocumentOutput, PageResult
-from ..runtime import EngineSpec, EngineSpecError, add_engine_arguments, spec_from_args
+from ..documents.inputs import DEFAULT_DPI
+from ..runner import ERRORS_FILE, DocumentRunner, Job, RunReport, RunSettings, pending, plan_jobs
+from ..runtime import EngineSpecError, add_engine_arguments, spec_from_args
 
 # torch-heavy modules (engine, pipeline) are imported where they are used: building the CLI parser stays light.
 
-ERRORS_FILE = "errors.jsonl"
+BatchSettings = RunSettings  # the batch API's name for the runner's settings
+BatchReport = RunReport
 
 
-@dataclass
-class BatchSettings:
-    """Everything a worker needs to load the model and transcribe like ``parse`` (picklable, sent to actors)."""
-
-    engine: EngineSpec = field(default_factory=EngineSpec)  # the model and how it runs (runtime.py)
-    mode: str = "one-pass"
-    image_mode: str = "base"
-    max_new_tokens: int | None = None  # None: 2048 per page, like parse
-    no_repeat_ngram: int = 35
-    pages: list[int] | None = None
-    dpi: int = DEFAULT_DPI
-
-    def options(self, num_pages: int):
-        from ..engine import DecodeOptions
-        from ..pipeline import default_max_new_tokens
-
-        return DecodeOptions(max_new_tokens=self.max_new_tokens or default_max_new_tokens(num_pages),
-                             no_repeat_ngram_size=self.no_repeat_ngram or None, image_mode=self.image_mode)
+def plan(input_dir: str | Path, out_dir: str | Path) -> tuple[list[Job], int]:
+    """Jobs still to do in ``input_dir`` (names relative to it), and how many are done already."""
+    jobs, _ = plan_jobs([input_dir], folder_prefix=False)
+    todo = pending(jobs, Path(out_dir), skip_existing=True)
+    return todo, len(jobs) - len(todo)
 
 
-@dataclass
-class BatchReport:
-    total: int = 0  # documents found
-    skipped: int = 0  # already done before this run
-    written: int = 0  # written by this run (partial ones included)
-    partial: int = 0  # written, but some pages failed
-    failed: int = 0  # not written
-    records: list[dict] = field(default_factory=list)  # one per processed document
-
-
-# -- steps shared by both runners -------------------------------------------------------------------------------
-def plan(input_dir: str | Path, out_dir: str | Path) -> tuple[list[tuple[Path, str]], int]:
-    """(path, NAME) of every document still to do, and how many are done already."""
-    from ..documents.writers import output_names  # the same NAME rule as parse: both can fill one folder
-
-    paths = list(expand_inputs([input_dir]))
-    names = output_names(paths)
-    todo = [(path, names[path]) for path in paths if not is_done(Path(out_dir), names[path])]
-    return todo, len(paths) - len(todo)
-
-
-def build_engine(settings: BatchSettings):
+def build_engine(settings: RunSettings):
     from .. import runtime
 
     return runtime.build_engine(settings.engine, settings.mode)
 
 
-def transcribe(engine, document: Document, settings: BatchSettings) -> DocumentOutput:
-    from ..pipeline import transcribe_document
-
-    options = settings.options(len(document.good_pages))
-    return transcribe_document(engine, document, options, mode=settings.mode,
-                               reference_pages=settings.engine.reference_pages)
-
-
-def record_for(path: Path, name: str, output: DocumentOutput | None, error: str | None, seconds: float) -> dict:
-    record = {"source": str(path), "name": name, "seconds": round(seconds, 2)}
-    if output is None:
-        return {**record, "status": "failed", "error": error}
-    failed_pages = [f"page {page.number}: {page.error}" for page in output.pages if page.text is None]
-    return {**record, "status": "partial" if failed_pages else "ok", "error": "; ".join(failed_pages) or None,
-            "pages": len(output.pages), "tokens": output.meta.get("generated_tokens")}
-
-
 # -- local runner ------------------------------------------------------------------------------------------------
-def _run_local(todo, out_dir: Path, settings: BatchSettings, on_record: Callable[[dict], None]) -> None:
-    engine = build_engine(settings)
-    for path, name in todo:
-        started = time.perf_counter()
-        output, error = None, None
-        try:
-            document = load_document(path, pages=settings.pages, dpi=settings.dpi)
-            output = transcribe(engine, document, settings)
-            write_outputs(out_dir, name, output)
-        except DocumentError as failure:
-            output, error = None, str(failure)
-        except Exception as failure:  # one document's OCR failure must not stop the batch
-            output, error = None, f"OCR failed: {type(failure).__name__}: {failure}"
-        on_record(record_for(path, name, output, error, time.perf_counter() - started))
+def _run_local(todo: list[Job], out_dir: Path, settings: RunSettings, on_record: Callable[[dict], None]) -> None:
+    runner = DocumentRunner(build_engine(settings), settings, out_dir, resume=True)
+    for job in todo:
+        on_record(runner.run(job))
 
 
 # -- Ray runner --------------------------------------------------------------------------------------------------
-def _pack_document(document: Document) -> bytes:
-    """Pages as PNG (lossless, ~10x smaller than raw pixels in the object store) + their metadata."""
-    pages = []
-    for page in document.pages:
-        png = None
-        if page.image is not None:
-            buffer = io.BytesIO()
-            page.image.save(buffer, format="PNG", compress_level=1)
-            png = buffer.getvalue()
-        pages.append((page.number, png, page.width, page.height, page.error))
-    return pickle.dumps((str(document.path), pages))
-
-
-def _unpack_document(blob: bytes) -> Document:
-    from PIL import Image
-
-    path, pages = pickle.loads(blob)
-    restored = []
-    for number, png, width, height, error in pages:
-        image = Image.open(io.BytesIO(png)).convert("RGB") if png is not None else None
-        restored.append(Page(number, image, width, height, error))
-    return Document(path=Path(path), pages=restored)
-
-
-def _render(row: dict, settings: BatchSettings) -> dict:
-    started = time.perf_counter()
-    try:
-        document = load_document(row["load_path"], pages=settings.pages, dpi=settings.dpi)
-        document.path = Path(row["source"])  # outputs name the input as the user gave it, like parse does
-        return {**row, "document": _pack_document(document), "error": "", "started": started}
-    except DocumentError as failure:
-        return {**row, "document": b"", "error": str(failure), "started": started}
-    except Exception as failure:
-        return {**row, "document": b"", "error": f"cannot read: {type(failure).__name__}: {failure}",
-                "started": started}
-
-
 class _OcrActor:
-    """One model per actor, loaded once; rows that already failed pass through."""
+    """One model per actor, loaded once; each row is one document through the runner."""
 
-    def __init__(self, settings: BatchSettings):
-        self.settings = settings
-        self.engine = build_engine(settings)
+    def __init__(self, settings: RunSettings, out_dir: str):
+        self.runner = DocumentRunner(build_engine(settings), settings, out_dir, resume=True)
 
     def __call__(self, row: dict) -> dict:
-        output = ""
-        if not row["error"]:
-            try:
-                result = transcribe(self.engine, _unpack_document(row["document"]), self.settings)
-                output = json.dumps(asdict(result))
-            except Exception as failure:
-                row = {**row, "error": f"OCR failed: {type(failure).__name__}: {failure}"}
-        return {"source": row["source"], "name": row["name"], "error": row["error"], "output": output,
-                "started": row["started"]}
+        record = self.runner.run(Job(Path(row["load_path"]), row["name"]))
+        return {"record": json.dumps({**record, "source": row["source"]})}
 
 
-def _write(row: dict, out_dir: str) -> dict:
-    output, error = None, row["error"] or None
-    if row["output"]:
-        data = json.loads(row["output"])
-        output = DocumentOutput(source=data["source"], pages=[PageResult(**page) for page in data["pages"]],
-                                meta=data["meta"])
-        try:
-            write_outputs(Path(out_dir), row["name"], output)
-        except Exception as failure:
-            output, error = None, f"cannot write: {type(failure).__name__}: {failure}"
-    record = record_for(Path(row["source"]), row["name"], output, error, time.perf_counter() - row["started"])
-    return {"record": json.dumps(record)}
-
-
-def _run_ray(todo, out_dir: Path, settings: BatchSettings, on_record: Callable[[dict], None], address: str | None,
-             actors: int) -> None:
+def _run_ray(todo: list[Job], out_dir: Path, settings: RunSettings, on_record: Callable[[dict], None],
+             address: str | None, actors: int) -> None:
     import logging
 
     import ray
+    import ray.data  # noqa: F401 - a submodule: importing ray alone does not load it
 
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
@@ -210,16 +90,10 @@ def _run_ray(todo, out_dir: Path, settings: BatchSettings, on_record: Callable[[
     context.enable_progress_bars = False  # our own per-document lines say more
     on_gpu = (settings.engine.device or "").startswith("cuda")
     # Workers may run in another folder (or on another node): load by absolute path.
-    items = [{"source": str(path), "load_path": str(path.resolve()), "name": name} for path, name in todo]
-    dataset = (
-        ray.data.from_items(items, override_num_blocks=len(items))
-        # 0.5 CPU, unlike the actors' 1: different resources keep Ray Data from fusing rendering into the OCR
-        # actor, so the next documents render while the model decodes.
-        .map(_render, fn_kwargs={"settings": settings}, num_cpus=0.5)
-        .map(_OcrActor, fn_constructor_kwargs={"settings": settings}, compute=ray.data.ActorPoolStrategy(size=actors),
-             num_cpus=0 if on_gpu else 1, num_gpus=1 if on_gpu else 0)
-        .map(_write, fn_kwargs={"out_dir": str(out_dir.resolve())}, num_cpus=0.25)
-    )
+    items = [{"source": str(job.source), "load_path": str(job.source.resolve()), "name": job.name} for job in todo]
+    dataset = ray.data.from_items(items, override_num_blocks=len(items)).map(
+        _OcrActor, fn_constructor_kwargs={"settings": settings, "out_dir": str(out_dir.resolve())},
+        compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=0 if on_gpu else 1, num_gpus=1 if on_gpu else 0)
     for row in dataset.iter_rows():
         on_record(json.loads(row["record"]))
 
@@ -241,42 +115,32 @@ def ray_available() -> bool:
 
 
 # -- entry point -------------------------------------------------------------------------------------------------
-def run_batch(input_dir: str | Path, out_dir: str | Path, settings: BatchSettings | None = None,
+def run_batch(input_dir: str | Path, out_dir: str | Path, settings: RunSettings | None = None,
               use_ray: bool = False, address: str | None = None, actors: int = 1,
-              progress: Callable[[int, int, dict], None] | None = None) -> BatchReport:
+              progress: Callable[[int, int, dict], None] | None = None) -> RunReport:
     """Process every not-yet-done document of ``input_dir``; ``progress(done, total, record)`` after each one."""
-    settings = settings or BatchSettings()
+    settings = settings or RunSettings()
     out_dir = Path(out_dir)
     if not Path(input_dir).is_dir():
         raise NotADirectoryError(f"{input_dir}: not a folder")
     todo, skipped = plan(input_dir, out_dir)
-    report = BatchReport(total=len(todo) + skipped, skipped=skipped)
+    report = RunReport(out_dir, total=len(todo) + skipped, skipped=skipped)
     if not todo:
         return report
     from ..model.loading import resolve_model_path
 
     settings.engine.validate(settings.mode)
     folder = resolve_model_path(settings.engine.model)  # a bad --model fails here, once, not in every worker
-    if settings.engine.reference_pages is not None:
+    if settings.engine.reference_pages is not None and Path(folder).is_dir():  # a hub id: build_engine checks it
         from ..model.loading import read_config_json
 
         if not read_config_json(folder).get("page_position_stride"):
             raise EngineSpecError("--reference-pages needs a checkpoint with page-anchored positions "
                                   "(page_position_stride in its config.json)")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    errors_path = out_dir / ERRORS_FILE
-    errors_path.write_text("", encoding="utf-8")  # this run's failures only (earlier ones are retried now)
+    report.begin()
 
     def on_record(record: dict) -> None:
-        report.records.append(record)
-        if record["status"] == "failed":
-            report.failed += 1
-        else:
-            report.written += 1
-            report.partial += record["status"] == "partial"
-        if record["status"] != "ok":
-            with errors_path.open("a", encoding="utf-8") as stream:  # appended as it happens: a crash keeps them
-                stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+        report.add(record)
         if progress is not None:
             progress(len(report.records), len(todo), record)
 
@@ -289,7 +153,9 @@ def run_batch(input_dir: str | Path, out_dir: str | Path, settings: BatchSetting
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input_dir", help="folder of PDFs/images (searched recursively)")
-    parser.add_argument("-o", "--output", required=True, help="output folder (NAME.md, NAME.json, errors.jsonl)")
+    parser.add_argument("-o", "--output", required=True,
+                        help="output folder (NAME.md, NAME.json per input, NAME = its path inside INPUT_DIR without "
+                             ".pdf; errors.jsonl)")
     parser.add_argument("--ray", action="store_true", help="run on Ray Data (needs: pip install 'unlimited-ocr[ray]')")
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start a local instance)")
     parser.add_argument("--actors", type=int, default=1, help="OCR actors, each with its own model (default 1)")
@@ -321,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     if use_ray and not ray_available():
         print("warning: ray is not installed (pip install 'unlimited-ocr[ray]'); running locally", file=sys.stderr)
         use_ray = False
-    settings = BatchSettings(engine=spec, mode=args.mode, image_mode=args.image_mode,
+    settings = RunSettings(engine=spec, mode=args.mode, image_mode=args.image_mode,
                              max_new_tokens=args.max_new_tokens, no_repeat_ngram=args.no_repeat_ngram, pages=pages,
                              dpi=args.dpi)
 
