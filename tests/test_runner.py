@@ -190,3 +190,10 @@ def test_streamed_pages_equal_the_final_pages(tmp_path):
     result = engine.parse(document.images, DecodeOptions(max_new_tokens=3000), on_token=on_token)
     streamed += splitter.finish()
     assert len(result.pages) == 5 and streamed == result.pages
+
+
+def test_the_default_budget_grows_with_the_book():
+    from unlimited_ocr.runner import default_max_new_tokens
+
+    # 2048 tokens per page with no overall cap: a fixed 131,072 once cut a 3,000-page book off at page 2,689.
+    assert [default_max_new_tokens(pages) for pages in (0, 1, 64, 3000)] == [2048, 2048, 64 * 2048, 3000 * 2048]

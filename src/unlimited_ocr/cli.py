@@ -17,6 +17,7 @@
     unlimited-ocr parse doc.pdf -o out/ --server http://127.0.0.1:8000
     unlimited-ocr batch scans/ -o out/ --ray
     unlimited-ocr bench serve --clients 8 --requests 1000
+    unlimited-ocr quantize /path/to/Unlimited-OCR ocr-int8/         # then: parse doc.pdf --model ocr-int8/
 
 Exit status: 0 when every input was written, 1 when any input failed (the others are still written), 2 for usage
 errors (bad arguments, a model that cannot be loaded).
@@ -208,6 +209,35 @@ def _add_data(subparsers) -> None:
                     add_help=False)
 
 
+def _add_quantize(subparsers) -> None:
+    parser = subparsers.add_parser("quantize", help="write an int8 copy of a checkpoint (decoder and lm_head)",
+                                   description="Weight-only int8 (model/int8.py): the copy loads without building "
+                                               "float decoder weights and runs with --quantize implied.")
+    parser.add_argument("model", help="checkpoint folder (default layout: config.json + model.safetensors)")
+    parser.add_argument("output", help="folder to write the int8 checkpoint to")
+
+
+def run_quantize(args: argparse.Namespace) -> int:
+    from .model.int8 import is_quantized, quantize_decoder, save_int8_model
+    from .model.loading import ModelNotFoundError, load_model
+
+    try:
+        loaded = load_model(args.model, device="cpu", dtype=None)
+    except (ModelNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if Path(args.output).resolve() == Path(loaded.source).resolve():
+        print("error: write the int8 copy to another folder", file=sys.stderr)
+        return 2
+    if not is_quantized(loaded.model):
+        quantize_decoder(loaded.model)
+    out = save_int8_model(loaded, args.output)
+    before = sum(path.stat().st_size for path in Path(loaded.source).glob("*.safetensors"))
+    after = (out / "model.safetensors").stat().st_size
+    print(f"wrote {out}: {after / 2**20:.1f} MiB of weights ({before / 2**20:.1f} MiB before)")
+    return 0
+
+
 def _add_train(subparsers) -> None:
     # Its own argparse lives in train/cli.py (also reachable as `torchrun ... -m unlimited_ocr.train`).
     subparsers.add_parser("train", help="train a small UnlimitedOcr on synthetic pages (R-SWA, packed sequences)",
@@ -226,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_eval(subparsers)
     _add_data(subparsers)
     _add_train(subparsers)
+    _add_quantize(subparsers)
     args, rest = parser.parse_known_args(argv)
     if rest and args.command not in ("eval", "train", "data"):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -262,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         from .data.pdf_pairs import main as data_main
 
         code = data_main(rest)
+    elif args.command == "quantize":
+        code = run_quantize(args)
     elif args.command == "train":
         from .train.cli import main as train_main
 

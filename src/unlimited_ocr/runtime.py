@@ -18,6 +18,7 @@ import argparse
 from dataclasses import dataclass
 
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "float64")
+QUANTIZE_CHOICES = ("none", "int8")
 
 
 class EngineSpecError(ValueError):
@@ -39,6 +40,8 @@ class EngineSpec:
     # Needs a checkpoint with page-anchored positions; checked once the model is loaded.
     reference_pages: int | None = None
     threads: int | None = None  # torch CPU threads; None = torch's default
+    # "int8": weight-only int8 decoder + lm_head (model/int8.py), for CPUs; "none": the checkpoint's weights
+    quantize: str = "none"
 
     def validate(self, mode: str = "one-pass") -> None:
         """Checks that need no model. ``mode`` is the command's decode strategy (one-pass or per-page)."""
@@ -48,6 +51,11 @@ class EngineSpec:
             raise EngineSpecError(f"--attention must be rswa or full, not {self.attention!r}")
         if self.window is not None and self.window < 1:
             raise EngineSpecError("--window must be at least 1")
+        if self.quantize not in QUANTIZE_CHOICES:
+            raise EngineSpecError(f"--quantize must be one of {', '.join(QUANTIZE_CHOICES)}, not {self.quantize!r}")
+        if self.quantize == "int8" and self.dtype not in ("auto", "float32"):
+            raise EngineSpecError("--quantize int8 keeps activations in float32; it cannot be combined with "
+                                  f"--dtype {self.dtype}")
         if self.threads is not None and self.threads < 1:
             raise EngineSpecError("--threads must be at least 1")
         if self.compile and self.attention == "full":
@@ -81,12 +89,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                             "bundled model)")
     group.add_argument("--threads", type=int, default=None,
                        help="torch CPU threads (default: torch's choice)")
+    group.add_argument("--quantize", choices=QUANTIZE_CHOICES, default="none",
+                       help="int8: weight-only int8 decoder and lm_head, activations in float32 (CPU; default none)")
 
 
 def spec_from_args(args: argparse.Namespace) -> EngineSpec:
     return EngineSpec(model=args.model, device=args.device, dtype=args.dtype, attention=args.attention,
                       window=args.window, compile=args.compile, reference_pages=args.reference_pages,
-                      threads=args.threads)
+                      threads=args.threads, quantize=args.quantize)
 
 
 def build_engine(spec: EngineSpec, mode: str = "one-pass"):
@@ -108,6 +118,13 @@ def build_engine(spec: EngineSpec, mode: str = "one-pass"):
         torch.set_num_threads(spec.threads)
     device = spec.device or ("cuda" if torch.cuda.is_available() else "cpu")
     loaded = load_model(spec.model, device=device, dtype=dtype_from_name(spec.dtype))
+    if spec.quantize == "int8":
+        from .model.int8 import quantize_decoder
+
+        if loaded.dtype != torch.float32:
+            raise EngineSpecError("--quantize int8 keeps activations in float32: use it with --dtype float32 "
+                                  "(the default on a CPU)")
+        quantize_decoder(loaded.model)
     if spec.reference_pages is not None and not loaded.positions.anchored:
         raise EngineSpecError("--reference-pages needs a checkpoint with page-anchored positions "
                               "(page_position_stride in its config.json); this model numbers positions sequentially")

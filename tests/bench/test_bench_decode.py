@@ -28,3 +28,17 @@ def test_decode_bench_writes_rows_with_the_documented_keys(tmp_path, tiny_checkp
     assert kv["full"] > kv["rswa"]  # 300 decode slots and growing vs a ring of n
     assert plot.stat().st_size > 10_000
     assert "Ratios (this run)" in capsys.readouterr().out
+
+
+def test_decode_bench_runs_each_engine_per_weight_format(tmp_path, tiny_checkpoint, capsys):
+    out = tmp_path / "decode.json"
+    code = main(["bench", "decode", "--pages", "1", "--tokens", "260", "--engines", "rswa,transformers",
+                 "--quantize", "none,int8", "--checkpoint", str(tiny_checkpoint), "--json", str(out)])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert {(row["engine"], row["quantize"]) for row in data["rows"]} == {
+        (engine, quantize) for engine in ("rswa", "transformers") for quantize in ("none", "int8")}
+    assert "rswa_int8_over_transformers_at_end_wall" in data["summary"]
+    printed = capsys.readouterr().out
+    assert "| rswa | int8 |" in printed and "R-SWA engine int8 / transformers generate() float" in printed
+    assert main(["bench", "decode", "--quantize", "int4", "--checkpoint", str(tiny_checkpoint)]) == 2

@@ -22,6 +22,7 @@ output length. The printed ratios come from this one run (these machines are noi
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import resource
 import sys
@@ -57,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile", action="store_true",
                         help="run our R-SWA decode step under torch.compile (static shapes; the one-off compile "
                              "time is reported as the first step's latency, not hidden in the rates)")
+    parser.add_argument("--quantize", default="none",
+                        help="comma list of none, int8: each engine runs once per weight format (int8: weight-only "
+                             "int8 decoder and lm_head, model/int8.py; rows carry a 'quantize' key)")
     parser.add_argument("--compile-mode", default=None, choices=["default", "reduce-overhead", "max-autotune"],
                         help="torch.compile mode with --compile (reduce-overhead: CUDA graphs on a GPU)")
 
@@ -102,12 +106,14 @@ class _RandomPages:
         import numpy as np
         from PIL import Image
 
+        if not 0 <= index < self.count:
+            raise IndexError(index)  # also ends a for loop over the pages (the sequence protocol)
         rng = np.random.default_rng((self.seed, index))
         return Image.fromarray(rng.integers(0, 255, (512, 384, 3), dtype=np.uint8))
 
 
 def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads: int | None, compile_step: bool,
-            device: str, dtype: str | None, compile_mode: str | None, queue) -> None:
+            device: str, dtype: str | None, compile_mode: str | None, quantize: str, queue) -> None:
     """Runs in a child process: one engine, one decode, report timings and memory."""
     import torch
     from transformers.utils import logging as hf_logging
@@ -121,12 +127,19 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
     if threads:
         torch.set_num_threads(threads)
     loaded = load_model(checkpoint, device=device, dtype=dtype_from_name(dtype))
+    if quantize == "int8":
+        from ..model.int8 import is_quantized, quantize_decoder
+
+        if not is_quantized(loaded.model):  # the bench hands int8 runs an int8 copy (see run()); a model in memory
+            quantize_decoder(loaded.model)
     attention = "full" if engine_name == "full" else "rswa"
     engine = OcrEngine(loaded, attention=attention, compile=compile_step and engine_name == "rswa",
                        compile_mode=compile_mode)
     on_gpu = loaded.device.type == "cuda"
     window = no_repeat_window(pages)
+    encode_start = time.perf_counter()
     input_ids, features = engine.prepare(_RandomPages(pages), DecodeOptions())  # a chunk of pixels at a time
+    encode_seconds = (time.perf_counter() - encode_start) / pages  # preprocess + vision encoder, per page
     if engine_name in ("rswa", "full"):
         options = DecodeOptions(max_new_tokens=tokens, ignore_eos=True, no_repeat_window=window, record_step_times=True)
         cpu_times: list[float] = []
@@ -149,7 +162,22 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
         "peak_gpu_mb": torch.cuda.max_memory_allocated(loaded.device) / 2**20 if on_gpu else None,
         "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
         "reference_length": int(input_ids.shape[0]),
+        "encode_s_per_page": round(encode_seconds, 3),
     })
+
+
+def _quantize_worker(checkpoint: str, out: str, queue) -> None:
+    """In a child process (the float model's memory goes with it): the int8 copy, as `unlimited-ocr quantize`."""
+    from transformers.utils import logging as hf_logging
+
+    from ..model.int8 import quantize_decoder, save_int8_model
+    from ..model.loading import load_model
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    loaded = load_model(checkpoint, device="cpu", dtype=None)
+    quantize_decoder(loaded.model)
+    queue.put(str(save_int8_model(loaded, out)))
 
 
 def _transformers_generate(engine, pixels, input_ids, tokens: int):
@@ -174,9 +202,14 @@ def _transformers_generate(engine, pixels, input_ids, tokens: int):
 
 def run_engine(engine_name: str, checkpoint: str, pages: int, tokens: int, threads: int | None,
                compile_step: bool = False, device: str = "cpu", dtype: str | None = None,
-               compile_mode: str | None = None) -> dict:
+               compile_mode: str | None = None, quantize: str = "none") -> dict:
     return run_isolated(_worker, engine_name, checkpoint, pages, tokens, threads, compile_step, device, dtype,
-                        compile_mode)
+                        compile_mode, quantize)
+
+
+def label(engine: str, quantize: str) -> str:
+    """Results key of one engine run: ``rswa``, or ``rswa+int8`` for its int8 twin."""
+    return engine if quantize == "none" else f"{engine}+{quantize}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -187,6 +220,10 @@ def run(args: argparse.Namespace) -> int:
     unknown = set(engines) - {"rswa", "full", "transformers"}
     if unknown:
         print(f"error: unknown engine(s) {sorted(unknown)}", file=sys.stderr)
+        return 2
+    formats = [name.strip() for name in args.quantize.split(",") if name.strip()]
+    if not formats or set(formats) - {"none", "int8"}:
+        print(f"error: --quantize takes none and/or int8, not {args.quantize!r}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as folder:
         if args.checkpoint:
@@ -200,17 +237,24 @@ def run(args: argparse.Namespace) -> int:
             described = (f"tiny random UnlimitedOcr ({BENCH_PRESET.hidden_size} hidden, "
                          f"{BENCH_PRESET.num_layers} layers)")
         cell = dict(device=args.device, dtype=args.dtype, compile_mode=args.compile_mode)
+        weights = {"none": checkpoint}
+        if "int8" in formats:  # what a user runs: `unlimited-ocr quantize` once, then the int8 folder
+            print("writing an int8 copy (unlimited-ocr quantize)...", file=sys.stderr, flush=True)
+            weights["int8"] = run_isolated(_quantize_worker, checkpoint, str(Path(folder) / "int8"))
         positions = ([int(p) for p in args.positions.split(",") if p.strip()] if args.positions
                      else positions_for(args.tokens))
         rows, results = [], {}
-        for name in engines:
+        for quantize, engine_name in itertools.product(formats, engines):  # one run per (weights, engine)
+            name = label(engine_name, quantize)
             print(f"running {name} ({args.tokens} tokens, {args.pages} pages)...", file=sys.stderr, flush=True)
-            results[name] = run_engine(name, checkpoint, args.pages, args.tokens, args.threads, args.compile, **cell)
+            results[name] = run_engine(engine_name, weights[quantize], args.pages, args.tokens, args.threads,
+                                       args.compile, quantize=quantize, **cell)
             rates = ", ".join(f"{rate_at(results[name]['step_times'], p):.1f}" for p in positions)
-            print(f"  {name}: tok/s at {positions} = {rates}", file=sys.stderr, flush=True)  # survives a timeout
+            print(f"  {name}: tok/s at {positions} = {rates}; encode {results[name]['encode_s_per_page']} s/page",
+                  file=sys.stderr, flush=True)  # survives a timeout
             for position in positions:
                 rows.append({
-                    "engine": name, "position": position,
+                    "engine": engine_name, "quantize": quantize, "label": name, "position": position,
                     "tok_per_s": round(rate_at(results[name]["step_times"], position), 2),
                     "tok_per_s_cpu": round(rate_at(results[name]["cpu_times"], position), 2),
                     "kv_bytes": results[name]["kv_bytes"], "peak_rss_mb": round(results[name]["peak_rss_mb"], 1),
@@ -218,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
                                     else None),
                 })
         short = None
-        if "rswa" in engines and args.tokens >= 2048:
+        if "rswa" in engines and "none" in formats and args.tokens >= 2048:
             short_tokens = args.tokens // 8
             print(f"running rswa again with {short_tokens} tokens (memory growth check)...", file=sys.stderr)
             short = run_engine("rswa", checkpoint, args.pages, short_tokens, args.threads, args.compile, **cell)
@@ -230,12 +274,13 @@ def run(args: argparse.Namespace) -> int:
           f"{', R-SWA step under torch.compile' if args.compile else ''}"
           f"{f' ({args.compile_mode})' if args.compile and args.compile_mode else ''}\n")
     memory = "peak GPU (MB)" if on_gpu else "peak RSS (MB)"
-    print(f"| engine | position | tok/s (wall) | tok/s (CPU time) | KV bytes | {memory} |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(f"| engine | weights | position | tok/s (wall) | tok/s (CPU time) | KV bytes | {memory} | encode s/page |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         peak = row["peak_gpu_mb"] if on_gpu else row["peak_rss_mb"]
-        print(f"| {row['engine']} | {row['position']} | {row['tok_per_s']:.1f} | {row['tok_per_s_cpu']:.1f} | "
-              f"{row['kv_bytes']:,} | {peak:.0f} |")
+        print(f"| {row['engine']} | {row['quantize']} | {row['position']} | {row['tok_per_s']:.1f} | "
+              f"{row['tok_per_s_cpu']:.1f} | {row['kv_bytes']:,} | {peak:.0f} | "
+              f"{results[row['label']]['encode_s_per_page']} |")
     summary = summarize(rows, args.tokens, results, short)
     for line in summary["lines"]:
         print(line)
@@ -255,14 +300,14 @@ def run(args: argparse.Namespace) -> int:
 
 def summarize(rows: list[dict], tokens: int, results: dict, short: dict | None) -> dict:
     def rate(engine: str, position: int, key: str = "tok_per_s") -> float | None:
-        for row in rows:
-            if row["engine"] == engine and row["position"] == position:
+        for row in rows:  # engine: a results label (rswa, rswa+int8, ...)
+            if row.get("label", row["engine"]) == engine and row["position"] == position:
                 return row[key]
         return None
 
     first = min(256, tokens)
     lines, values = ["", "Ratios (this run):"], {}
-    for engine in ("rswa", "full", "transformers"):
+    for engine in ("rswa", "full", "transformers", "rswa+int8"):
         start, end = rate(engine, first), rate(engine, tokens)
         if start and end:
             values[f"{engine}_end_over_start"] = round(end / start, 3)
@@ -272,6 +317,15 @@ def summarize(rows: list[dict], tokens: int, results: dict, short: dict | None) 
         if ours and theirs:
             values[f"rswa_over_transformers_at_end_{label.replace(' ', '_')}"] = round(ours / theirs, 2)
             lines.append(f"  R-SWA engine / transformers generate() at {tokens} ({label}): {ours / theirs:.2f}x")
+    for key, label_ in (("tok_per_s", "wall"), ("tok_per_s_cpu", "CPU time")):
+        ours, theirs = rate("rswa+int8", tokens, key), rate("transformers", tokens, key)
+        if ours and theirs:
+            values[f"rswa_int8_over_transformers_at_end_{label_.replace(' ', '_')}"] = round(ours / theirs, 2)
+            lines.append(f"  R-SWA engine int8 / transformers generate() float at {tokens} ({label_}): "
+                         f"{ours / theirs:.2f}x ({ours:.2f} tok/s)")
+    if "rswa+int8" in results:
+        values["rswa_int8_peak_rss_mb"] = round(results["rswa+int8"]["peak_rss_mb"], 1)
+        lines.append(f"  R-SWA int8 peak RSS: {results['rswa+int8']['peak_rss_mb']:.0f} MB")
     start, end = rate("rswa", first, "tok_per_s_cpu"), rate("rswa", tokens, "tok_per_s_cpu")
     if start and end:
         values["rswa_end_over_start_cpu"] = round(end / start, 3)

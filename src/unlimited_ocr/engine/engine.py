@@ -103,6 +103,8 @@ class LazyFeatures:
         return len(self.images)
 
     def __getitem__(self, index: int) -> torch.Tensor:
+        if not 0 <= index < len(self.images):
+            raise IndexError(index)
         if index not in self.encoded:
             stop = min(index + self.engine.encode_batch, len(self.images))
             chunk = self.engine.encode_images([self.images[i] for i in range(index, stop)])
@@ -243,7 +245,8 @@ class OcrEngine:
         checkpoint's kernel: gathering weights for thousands of prompt tokens would cost gigabytes."""
         config = self.language_model.config
         previous = getattr(config, "_experts_implementation", None)
-        config._experts_implementation = "batched_mm"
+        if previous != "int8":  # int8 experts (model/int8.py) read their weights in place already
+            config._experts_implementation = "batched_mm"
         try:
             yield
         finally:

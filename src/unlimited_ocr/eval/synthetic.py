@@ -212,11 +212,16 @@ def run_mode(engine, documents: list[Document], mode: str, tokens_per_page: int,
 
 def evaluate(model: str | None, pages: list[int], docs: int = 4, modes: tuple[str, ...] = ("one-pass", "per-page",
              "full"), twin: str | None = None, level: int | None = None, seed: int = 0, device: str = "cpu",
-             tokens_per_page: int = 0, reference_pages: int = 4, dtype: str | None = None) -> dict:
+             tokens_per_page: int = 0, reference_pages: int = 4, dtype: str | None = None,
+             quantize: str = "none") -> dict:
     from ..engine import OcrEngine
     from ..model.loading import dtype_from_name, load_model
 
     loaded = load_model(model, device=device, dtype=dtype_from_name(dtype))
+    if quantize == "int8":
+        from ..model.int8 import quantize_decoder
+
+        quantize_decoder(loaded.model)  # weight-only int8 decoder (model/int8.py)
     config, level = data_config_for(loaded.source, level)
     engines = {"one-pass": OcrEngine(loaded, attention="rswa"), "per-page": OcrEngine(loaded, attention="rswa"),
                "full": OcrEngine(loaded, attention="full"), "sliding": OcrEngine(loaded, attention="rswa")}
@@ -268,6 +273,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                         help="default auto: bfloat16 on CUDA, float32 on CPU")
+    parser.add_argument("--quantize", choices=["none", "int8"], default="none",
+                        help="int8: weight-only int8 decoder and lm_head (the engine flag of parse)")
     parser.add_argument("--out", default=None, help="write the JSON report here")
     return parser
 
@@ -287,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     report = evaluate(args.model, [int(p) for p in args.pages.split(",")], args.docs, modes, args.twin, args.level,
-                      args.seed, device, args.tokens_per_page, args.reference_pages, args.dtype)
+                      args.seed, device, args.tokens_per_page, args.reference_pages, args.dtype, args.quantize)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
     return 0

@@ -127,10 +127,18 @@ def load_model(
             config.model_type = UnlimitedOcrConfig.model_type
         if hasattr(config, "auto_map"):
             del config.auto_map  # never follow the pointer to remote code
-        network_model = UnlimitedOcrForConditionalGeneration.from_pretrained(
-            source, config=config, dtype=dtype, attn_implementation=attn_implementation,
-            **({"experts_implementation": experts_implementation} if experts_implementation else {}), **kwargs
-        )
+        if getattr(config, "unlimited_ocr_quantization", None) == "int8":  # written by `unlimited-ocr quantize`
+            from .int8 import load_int8_model
+
+            if dtype != torch.float32 or not Path(source).is_dir():
+                raise ValueError(f"{source}: an int8 checkpoint runs from a local folder with float32 activations "
+                                 "(--dtype float32, the CPU default)")
+            network_model = load_int8_model(source, config)
+        else:
+            network_model = UnlimitedOcrForConditionalGeneration.from_pretrained(
+                source, config=config, dtype=dtype, attn_implementation=attn_implementation,
+                **({"experts_implementation": experts_implementation} if experts_implementation else {}), **kwargs
+            )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **kwargs)
     except OSError as error:
         hint = " (HF_HUB_OFFLINE=1: only local folders and the hub cache are used)" if offline else ""

@@ -289,5 +289,5 @@ class _DecodedPages:
         return len(self.pages)
 
     def __getitem__(self, index: int):
-        page = self.pages[index]
+        page = self.pages[index]  # IndexError past the end, as a sequence should
         return self.image_loader(page) if isinstance(page, bytes) else page

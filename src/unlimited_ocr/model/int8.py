@@ -1,0 +1,199 @@
+"""Weight-only int8 for the decoder: every linear layer, the routed experts, the shared experts and ``lm_head``.
+
+    from unlimited_ocr.model.int8 import quantize_decoder
+    quantize_decoder(loaded.model)        # in place; the engine and transformers' generate() both run it
+
+Each weight matrix W (out, in) becomes int8 values Q and one float scale per output channel, s = max|W_row| / 127,
+W ~= Q * s. A matmul is PyTorch's own int8 kernel, ``aten._weight_int8pack_mm(x, Q, s)``, which reads the int8
+weights in place (4x fewer bytes than float32 from memory, what bounds a decode step on a CPU) and takes the
+activations in their own dtype: the residual stream stays float32. Quantization error per matrix is ~0.5/127 of
+each row's largest weight; tests/model/test_int8.py holds the kernel to the dequantized reference and the model's
+logits to the float32 model's.
+
+transformers 5 keeps the routed experts as fused 3-D tensors (``gate_up_proj`` (E, 2I, H), ``down_proj`` (E, H, I))
+and dispatches their forward through ``config._experts_implementation``: the int8 experts are registered there
+under ``"int8"`` (transformers' own hook, ``ExpertsInterface.register``), nothing of the model is forked. The vision
+encoder, the router, norms and embeddings are left as they are.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+EXPERTS_IMPLEMENTATION = "int8"
+
+
+def quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(out, in)`` float weight -> int8 ``(out, in)`` and float32 scales ``(out,)`` (symmetric, per row)."""
+    weight = weight.detach().float()
+    scale = weight.abs().amax(dim=-1).clamp(min=1e-12) / 127.0  # (out,)
+    values = torch.round(weight / scale.unsqueeze(-1)).clamp(-127, 127).to(torch.int8)  # (out, in)
+    return values, scale
+
+
+def int8_matmul(inputs: torch.Tensor, values: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``inputs @ (values * scale).T`` with the int8 kernel: ``(..., in)`` -> ``(..., out)`` in the inputs' dtype."""
+    shape = inputs.shape
+    flat = inputs.reshape(-1, shape[-1])  # (N, in)
+    if flat.shape[0] == 0:
+        return inputs.new_zeros((*shape[:-1], values.shape[0]))
+    output = torch.ops.aten._weight_int8pack_mm(flat.contiguous(), values, scale.to(flat.dtype))  # (N, out)
+    return output.reshape(*shape[:-1], values.shape[0])
+
+
+class Int8Linear(nn.Module):
+    """``nn.Linear`` with int8 weights and per-output-channel scales (buffers, so they save and load)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.register_buffer("weight_int8", torch.zeros(out_features, in_features, dtype=torch.int8))
+        self.register_buffer("weight_scale", torch.ones(out_features))
+        self.bias = nn.Parameter(torch.zeros(out_features), requires_grad=False) if bias else None
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear) -> Int8Linear:
+        module = cls(linear.in_features, linear.out_features, bias=linear.bias is not None)
+        module.weight_int8, module.weight_scale = quantize_weight(linear.weight)
+        if linear.bias is not None:
+            module.bias = nn.Parameter(linear.bias.detach().float(), requires_grad=False)
+        return module.to(linear.weight.device)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        output = int8_matmul(inputs, self.weight_int8, self.weight_scale)
+        return output if self.bias is None else output + self.bias.to(output.dtype)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def int8_experts_forward(self: nn.Module, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
+                         top_k_weights: torch.Tensor) -> torch.Tensor:
+    """The routed experts with int8 weights: for each expert chosen by any token, its tokens go through it at once
+    (a decode step: top-k experts, one token each; a prefill: many tokens per expert). Same maths as transformers'
+    eager experts loop: act(gate) * up, down, weighted by the router, summed per token."""
+    num_tokens, top_k = top_k_index.shape
+    output = torch.zeros_like(hidden_states)  # (T, H)
+    experts = top_k_index.reshape(-1)  # (T * k,)
+    tokens = torch.arange(num_tokens, device=hidden_states.device).repeat_interleave(top_k)  # (T * k,)
+    weights = top_k_weights.reshape(-1)  # (T * k,)
+    for expert in torch.unique(experts).tolist():
+        if expert >= self.num_experts:  # expert-parallel sentinel: not ours
+            continue
+        chosen = torch.nonzero(experts == expert).squeeze(-1)
+        rows = tokens[chosen]
+        gate_up = int8_matmul(hidden_states[rows], self.gate_up_int8[expert], self.gate_up_scale[expert])  # (t, 2I)
+        gate, up = gate_up.chunk(2, dim=-1)
+        down = int8_matmul(self.act_fn(gate) * up, self.down_int8[expert], self.down_scale[expert])  # (t, H)
+        output.index_add_(0, rows, (down * weights[chosen].unsqueeze(-1)).to(output.dtype))
+    return output
+
+
+def _register() -> None:
+    from transformers.integrations.moe import ExpertsInterface
+
+    ExpertsInterface.register(EXPERTS_IMPLEMENTATION, int8_experts_forward)
+
+
+def _quantize_experts(experts: nn.Module, empty: bool = False) -> None:
+    """Replace the fused float expert tensors by int8 buffers + per-row scales, one expert at a time (no second
+    float copy of all experts is ever made). ``empty``: only the structure (meta tensors, filled by a load)."""
+    for name in ("gate_up_proj", "down_proj"):
+        weight = getattr(experts, name)  # (E, out, in)
+        device = "meta" if empty else weight.device
+        values = torch.empty(weight.shape, dtype=torch.int8, device=device)
+        scales = torch.empty(weight.shape[:2], dtype=torch.float32, device=device)
+        if not empty:
+            for expert in range(weight.shape[0]):
+                values[expert], scales[expert] = quantize_weight(weight[expert])
+        delattr(experts, name)
+        short = name.removesuffix("_proj")
+        experts.register_buffer(f"{short}_int8", values)
+        experts.register_buffer(f"{short}_scale", scales)
+
+
+def quantize_decoder(model: nn.Module, empty: bool = False) -> nn.Module:
+    """Quantize ``UnlimitedOcrForConditionalGeneration``'s decoder and ``lm_head`` to int8 weights, in place.
+    ``empty``: build the int8 structure only, on the meta device, for :func:`load_int8_model` to fill."""
+    _register()
+
+    def convert(linear: nn.Linear) -> Int8Linear:
+        if not empty:
+            return Int8Linear.from_linear(linear)
+        with torch.device("meta"):
+            return Int8Linear(linear.in_features, linear.out_features, bias=linear.bias is not None)
+
+    language_model = model.model.language_model
+    for module in list(language_model.modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(module, child_name, convert(child))
+            elif hasattr(child, "gate_up_proj") and hasattr(child, "down_proj") and hasattr(child, "num_experts"):
+                _quantize_experts(child, empty=empty)
+    language_model.config._experts_implementation = EXPERTS_IMPLEMENTATION
+    if isinstance(model.lm_head, nn.Linear):  # if tied to the embedding, the embedding keeps the float copy
+        model.lm_head = convert(model.lm_head)
+    model.config.unlimited_ocr_quantization = "int8"  # saved in config.json: the loader builds the int8 structure
+    return model
+
+
+def save_int8_model(loaded, out_dir: str | Path) -> Path:
+    """Write a quantized model as a checkpoint folder: config.json (with ``unlimited_ocr_quantization``),
+    model.safetensors (int8 values and scales, the float encoder) and every other file of the source folder
+    (tokenizer, training_config.json ...)."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    source = Path(loaded.source)
+    if source.is_dir():
+        for path in source.iterdir():
+            if path.is_file() and not path.name.endswith((".safetensors", ".bin", ".index.json")):
+                shutil.copy2(path, out / path.name)
+    loaded.tokenizer.save_pretrained(out)
+    loaded.model.config.save_pretrained(out)
+    state = {name: tensor.contiguous() for name, tensor in loaded.model.state_dict().items()}
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt", "quantization": "int8"})
+    return out
+
+
+def load_int8_model(folder: str | Path, config) -> nn.Module:
+    """An int8 checkpoint (from :func:`save_int8_model`) without ever building float decoder weights: the model
+    is made on the meta device, given the int8 structure, and its tensors are taken from the file as they are
+    (``assign``), so loading peaks near the checkpoint's own size."""
+    from safetensors.torch import load_file
+    from transformers import UnlimitedOcrForConditionalGeneration
+
+    config._attn_implementation = "sdpa"
+    with torch.device("meta"):
+        model = UnlimitedOcrForConditionalGeneration(config)
+    quantize_decoder(model, empty=True)
+    state = load_file(str(Path(folder) / "model.safetensors"))
+    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
+    _restore_non_persistent_buffers(model)
+    left = [name for name, tensor in [*model.named_parameters(), *model.named_buffers()] if tensor.is_meta]
+    if unexpected or left:
+        raise ValueError(f"{folder}: not an int8 checkpoint of this model (missing {sorted(left)[:5]}, "
+                         f"unexpected {sorted(unexpected)[:5]})")
+    model.model.language_model.config._experts_implementation = EXPERTS_IMPLEMENTATION
+    return model.eval()
+
+
+def _restore_non_persistent_buffers(model: nn.Module) -> None:
+    """Buffers that are computed, not saved (rotary frequencies, position ids): rebuilt on the CPU."""
+    language_model = model.model.language_model
+    rotary = language_model.rotary_emb
+    language_model.rotary_emb = type(rotary)(rotary.config)
+    for module in model.modules():
+        ids = getattr(module, "position_ids", None)
+        if isinstance(ids, torch.Tensor) and ids.is_meta:
+            module.register_buffer("position_ids", torch.arange(ids.shape[-1]).expand(ids.shape), persistent=False)
+
+
+def is_quantized(model: nn.Module) -> bool:
+    return getattr(model.config, "unlimited_ocr_quantization", None) == "int8"
