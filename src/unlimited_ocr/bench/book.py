@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from .isolated import run_isolated
+from .isolated import peak_rss_mb, run_isolated
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,7 +101,7 @@ def _worker(book: str, pages: int, model: str | None, reference_pages: int, thre
     done.set()
     sampler.join()
     row = {"pages": pages, "status": record["status"], "seconds": round(ended - started, 1),
-           "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
+           "peak_rss_mb": round(peak_rss_mb(), 1),
            "page_started": [page_started.get(page, None) and round(page_started[page] - started, 3)
                             for page in range(1, pages + 1)],
            "end": round(ended - started, 3), "rss_samples": samples}

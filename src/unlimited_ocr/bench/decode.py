@@ -24,13 +24,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from .isolated import run_isolated
+from .isolated import peak_rss_mb, run_isolated
 
 RATE_SPAN = 128  # tokens over which tok/s at a position is measured
 
@@ -157,7 +156,7 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
         "cpu_times": cpu_times,
         "kv_bytes": int(kv_bytes),
         "first_step_s": first_step,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "peak_rss_mb": peak_rss_mb(),
         # On a GPU the KV cache lives in device memory: report the peak the CUDA allocator saw.
         "peak_gpu_mb": torch.cuda.max_memory_allocated(loaded.device) / 2**20 if on_gpu else None,
         "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
@@ -176,8 +175,30 @@ def _quantize_worker(checkpoint: str, out: str, queue) -> None:
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     loaded = load_model(checkpoint, device="cpu", dtype=None)
+    reference = teacher_forced_logits(loaded)
     quantize_decoder(loaded.model)
-    queue.put(str(save_int8_model(loaded, out)))
+    error = float((teacher_forced_logits(loaded) - reference).norm() / reference.norm())
+    queue.put({"path": str(save_int8_model(loaded, out)), "logits_error": error})
+
+
+def teacher_forced_logits(loaded, positions: int = 256, seed: int = 0):
+    """Logits of one random page's prompt followed by ``positions`` fixed random tokens (a full forward, no cache),
+    ``(positions, V)``: the int8 model is compared with the float32 one on the same inputs."""
+    import torch
+
+    from ..engine import DecodeOptions, OcrEngine
+
+    engine = OcrEngine(loaded)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        ids, features = engine.prepare(_RandomPages(1, seed), DecodeOptions())
+        continuation = torch.randint(4, loaded.model.lm_head.out_features, (positions,), generator=generator)
+        sequence = torch.cat([ids, continuation])  # (T + positions,)
+        language_model = loaded.model.model.language_model
+        embeds = language_model.embed_tokens(sequence)  # (T + positions, D)
+        embeds[: ids.shape[0]][ids == loaded.image_token_id] = torch.cat(features).to(embeds.dtype)
+        hidden = language_model(inputs_embeds=embeds[None]).last_hidden_state  # (1, T + positions, D)
+        return loaded.model.lm_head(hidden[0, ids.shape[0] - 1 : -1]).float()  # the logits before each forced token
 
 
 def _transformers_generate(engine, pixels, input_ids, tokens: int):
@@ -238,9 +259,14 @@ def run(args: argparse.Namespace) -> int:
                          f"{BENCH_PRESET.num_layers} layers)")
         cell = dict(device=args.device, dtype=args.dtype, compile_mode=args.compile_mode)
         weights = {"none": checkpoint}
+        int8_error = None
         if "int8" in formats:  # what a user runs: `unlimited-ocr quantize` once, then the int8 folder
             print("writing an int8 copy (unlimited-ocr quantize)...", file=sys.stderr, flush=True)
-            weights["int8"] = run_isolated(_quantize_worker, checkpoint, str(Path(folder) / "int8"))
+            copy = run_isolated(_quantize_worker, checkpoint, str(Path(folder) / "int8"))
+            weights["int8"] = copy["path"]
+            int8_error = copy["logits_error"]
+            print(f"  int8 logits vs float32, teacher-forced over 256 positions: relative L2 error "
+                  f"{100 * int8_error:.2f}%", file=sys.stderr, flush=True)
         positions = ([int(p) for p in args.positions.split(",") if p.strip()] if args.positions
                      else positions_for(args.tokens))
         rows, results = [], {}
@@ -282,6 +308,10 @@ def run(args: argparse.Namespace) -> int:
               f"{row['tok_per_s_cpu']:.1f} | {row['kv_bytes']:,} | {peak:.0f} | "
               f"{results[row['label']]['encode_s_per_page']} |")
     summary = summarize(rows, args.tokens, results, short)
+    if int8_error is not None:
+        summary["values"]["int8_logits_relative_l2"] = round(int8_error, 5)
+        summary["lines"].append(f"  int8 logits vs float32 (teacher-forced, 256 positions): relative L2 "
+                                f"{100 * int8_error:.2f}%")
     for line in summary["lines"]:
         print(line)
     if args.json:

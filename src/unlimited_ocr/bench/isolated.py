@@ -1,5 +1,5 @@
-"""Run one benchmark cell in a fresh process, so its peak RSS (ru_maxrss) is its own and nothing leaks between
-cells. The target is called as ``target(*args, queue)`` and must ``queue.put`` exactly one result."""
+"""Run one benchmark cell in a fresh process, so its peak RSS (VmHWM, see peak_rss_mb) is its own and nothing
+leaks between cells. The target is called as ``target(*args, queue)`` and must ``queue.put`` exactly one result."""
 
 from __future__ import annotations
 
@@ -23,3 +23,19 @@ def run_isolated(target, *args):
                                        "without a result (see its traceback above)") from None
     finally:
         process.join()
+
+
+def peak_rss_mb() -> float:
+    """This process's own peak RSS in MB (``VmHWM``). Not ``ru_maxrss``: a child started by fork + exec inherits
+    its parent's resident size at the fork in that figure (a bench parent that built a 12 GB model once made every
+    cell report 11,848 MB), while ``VmHWM`` belongs to the memory map the exec created."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

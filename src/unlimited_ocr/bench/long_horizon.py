@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .isolated import run_isolated
+from .isolated import peak_rss_mb, run_isolated
 
 MODES = ("one-pass", "per-page", "full", "sliding")
 DEFAULT_MODES = MODES[:3]  # sliding needs a page-anchored checkpoint (the official one numbers ids sequentially)
@@ -105,7 +104,7 @@ def _worker(mode: str, model: str | None, pages: int, seed: int, tokens_per_page
            **score(truth, result.pages), "seconds": round(seconds, 2),
            "pages_per_s": round(pages / seconds, 3), "generated_tokens": len(result.token_ids),
            "kv_bytes": int(result.kv_bytes), "reference_length": int(result.reference_length),
-           "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)}
+           "peak_rss_mb": round(peak_rss_mb(), 1)}
     queue.put(row)
 
 

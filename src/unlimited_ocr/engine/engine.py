@@ -88,6 +88,25 @@ class DocumentResult:
         return self.step_times[1] - self.step_times[0] if len(self.step_times) > 1 else None
 
 
+BATCHED_MM_MAX_BYTES = 8 << 20  # per token and layer: above this, gathering the chosen experts' weights costs more
+
+
+def decode_experts_kernel(config, checkpoint_kernel: str | None) -> str | None:
+    """Which MoE kernel a decode step uses. transformers' ``batched_mm`` copies the chosen experts' weights for every
+    token (one bmm instead of a Python loop over experts): ~15% faster per step for small experts (the tiny bench
+    model: 2 x 3 matrices of 128 x 256, 0.8 MB per token and layer), but at the official shapes (6 experts x 3
+    matrices of 896 x 1280, 83 MB per token and layer, ~1 GB per token) the copies made our step 0.36x
+    transformers' ``generate()`` (3.6 vs 10.2 tok/s, `bench decode --preset official --device cpu`, 2 threads): there
+    the checkpoint's kernel, which reads each expert's weights in place, is kept. int8 experts (model/int8.py) read
+    in place already."""
+    if checkpoint_kernel == "int8":
+        return checkpoint_kernel
+    top_k = getattr(config, "num_experts_per_tok", 0) or 0
+    matrices = 3 * (getattr(config, "moe_intermediate_size", 0) or 0) * config.hidden_size
+    gathered = top_k * matrices * 4  # float32 bytes copied per token and layer
+    return "batched_mm" if gathered <= BATCHED_MM_MAX_BYTES else checkpoint_kernel
+
+
 class LazyFeatures:
     """A document's visual features, encoded when first asked for, a chunk of pages at a time, in page order.
 
@@ -129,6 +148,7 @@ class OcrEngine:
         self.encode_batch = encode_batch  # pages per vision-tower call (bounds activation memory)
         self.additive_masks = self.model.config._attn_implementation == "eager"
         self.prefill_experts = getattr(self.language_model.config, "_experts_implementation", None)
+        self.decode_experts = decode_experts_kernel(self.language_model.config, self.prefill_experts)
         self._step_forward = self._forward_one
         if compile and self.attention == "rswa":
             # Static shapes: the ring keeps the buffer size fixed, so one graph serves every step.
@@ -240,13 +260,11 @@ class OcrEngine:
     # -- decode ----------------------------------------------------------------------------------------------
     @contextmanager
     def decode_kernels(self):
-        """Single-token steps use transformers' ``batched_mm`` MoE kernel (gathers the chosen experts' weights per
-        token: one bmm instead of a Python loop over experts, ~15% faster per step on CPU). The prefill keeps the
-        checkpoint's kernel: gathering weights for thousands of prompt tokens would cost gigabytes."""
+        """The MoE kernel of single-token steps (:func:`decode_experts_kernel`); the prefill keeps the checkpoint's
+        kernel: gathering weights for thousands of prompt tokens would cost gigabytes."""
         config = self.language_model.config
         previous = getattr(config, "_experts_implementation", None)
-        if previous != "int8":  # int8 experts (model/int8.py) read their weights in place already
-            config._experts_implementation = "batched_mm"
+        config._experts_implementation = self.decode_experts
         try:
             yield
         finally:
