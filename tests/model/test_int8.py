@@ -50,7 +50,7 @@ def _teacher_forced_logits(loaded, pages, continuation):
     ids, features = engine.prepare(pages, DecodeOptions())
     sequence = torch.cat([ids, torch.tensor(continuation)])
     embeds = loaded.model.model.language_model.embed_tokens(sequence)
-    embeds[: ids.shape[0]][ids == loaded.image_token_id] = torch.cat(features)
+    embeds[: ids.shape[0]][ids == loaded.image_token_id] = torch.cat(features).to(embeds.dtype)
     with torch.no_grad():
         hidden = loaded.model.model.language_model(inputs_embeds=embeds[None]).last_hidden_state
         return loaded.model.lm_head(hidden)[0, ids.shape[0] - 1:]  # (continuation + 1, V)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import torch
 from PIL import Image
 
+from ..model.int8 import vision_dtype
 from ..model.loading import LoadedModel
 from ..model.preprocess import PagePixels, preprocess_page
 from ..model.prompt import build_input_ids, default_prompt
@@ -188,7 +189,7 @@ class OcrEngine:
     def encode_pages(self, pixels: Sequence[PagePixels]) -> list[torch.Tensor]:
         """Visual features per page, ``(positions, hidden)`` each, in page order."""
         features: list[torch.Tensor] = []
-        device, dtype = self.loaded.device, self.loaded.dtype
+        device, dtype = self.loaded.device, vision_dtype(self.model)  # bfloat16 in an int8 model (model/int8.py)
         for start in range(0, len(pixels), self.encode_batch):
             chunk = pixels[start : start + self.encode_batch]
             global_views = torch.stack([page.global_view for page in chunk]).to(device, dtype)  # (P, 3, S, S)

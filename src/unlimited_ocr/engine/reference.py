@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..model.int8 import vision_dtype
 from ..model.loading import LoadedModel
 from ..model.preprocess import PagePixels
 from .rows import no_repeat_window
@@ -37,7 +38,7 @@ def transformers_generate(loaded: LoadedModel, pixels: Sequence[PagePixels], inp
         extra["stopping_criteria"] = stopping_criteria
     return loaded.model.generate(
         input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config, streamer=streamer,
-        pixel_values=torch.stack([page.global_view for page in pixels]).to(loaded.device, loaded.dtype),
+        pixel_values=torch.stack([page.global_view for page in pixels]).to(loaded.device, vision_dtype(loaded.model)),
         return_dict_in_generate=True, **extra,
     )
 

@@ -13,8 +13,9 @@ logits to the float32 model's.
 
 transformers 5 keeps the routed experts as fused 3-D tensors (``gate_up_proj`` (E, 2I, H), ``down_proj`` (E, H, I))
 and dispatches their forward through ``config._experts_implementation``: the int8 experts are registered there
-under ``"int8"`` (transformers' own hook, ``ExpertsInterface.register``), nothing of the model is forked. The vision
-encoder, the router, norms and embeddings are left as they are.
+under ``"int8"`` (transformers' own hook, ``ExpertsInterface.register``), nothing of the model is forked. The
+router, norms and embeddings are left as they are; the vision encoder goes to bfloat16 (3x faster here, half the
+memory; its output is cast to the float32 residual stream).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 # as a float32 nn.Linear. Activations are rounded to bfloat16 for the product only; the result comes back in the
 # caller's dtype, so the residual stream stays float32.
 ACTIVATION_DTYPE = torch.bfloat16
+ENCODER_DTYPE = torch.bfloat16  # the vision tower and projector of an int8 model (see quantize_decoder)
 
 
 def int8_matmul(inputs: torch.Tensor, values: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -146,6 +148,10 @@ def quantize_decoder(model: nn.Module, empty: bool = False) -> nn.Module:
     language_model.config._experts_implementation = EXPERTS_IMPLEMENTATION
     if isinstance(model.lm_head, nn.Linear):  # if tied to the embedding, the embedding keeps the float copy
         model.lm_head = convert(model.lm_head)
+    # The vision encoder in bfloat16: at the official shapes it encodes a 1024² page in 3.4 s instead of 9.9 s on
+    # 2 cores (AVX-512 BF16) with half the weight and activation memory; its features differ by 1.4% (relative L2).
+    model.model.vision_tower.to(ENCODER_DTYPE)
+    model.model.multi_modal_projector.to(ENCODER_DTYPE)
     model.config.unlimited_ocr_quantization = "int8"  # saved in config.json: the loader builds the int8 structure
     return model
 
@@ -241,3 +247,8 @@ def _restore_non_persistent_buffers(model: nn.Module) -> None:
 
 def is_quantized(model: nn.Module) -> bool:
     return getattr(model.config, "unlimited_ocr_quantization", None) == "int8"
+
+
+def vision_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype page pixels must have for this model's vision tower (bfloat16 in an int8 model)."""
+    return next(model.model.vision_tower.parameters()).dtype
