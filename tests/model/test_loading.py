@@ -10,6 +10,7 @@ from safetensors.torch import load_file, save_file
 
 from tests.conftest import random_pages
 from unlimited_ocr.engine import DecodeOptions, OcrEngine
+from unlimited_ocr.engine.reference import new_tokens, transformers_generate
 from unlimited_ocr.model.loading import ModelNotFoundError, load_model, resolve_model_path
 
 
@@ -67,6 +68,66 @@ def test_official_layout_loads_without_remote_code(tiny_checkpoint, tmp_path):
     engine = OcrEngine(loaded)
     [result] = engine.generate([random_pages(1, seed=3)], DecodeOptions(max_new_tokens=3, ignore_eos=True))
     assert result.reference_length > 273 and len(result.token_ids) == 3
+
+
+def _deepseek_ocr_layout(source, target):
+    """Rewrite a small checkpoint into DeepSeek-OCR's released layout (deepseek-ai/DeepSeek-OCR): ``model_type:
+    deepseek_vl_v2``, ``DeepseekOCRForCausalLM`` behind ``auto_map``, the decoder under ``language_config`` with no
+    window at all (full attention), its fields repeated at the top level, the original tensor names. As in the
+    official layout, transformers builds the full vision tower whatever the vision entry says, so the vision tensors
+    are left out (random init) and the language model stays small."""
+    official = target.parent / (target.name + "-unlimited")
+    kept = _official_layout(source, official)
+    config = json.loads((official / "config.json").read_text())
+    language = dict(config["language_config"], architectures=["DeepseekV2ForCausalLM"], lm_head=True, rm_head=False,
+                    n_group=1, topk_group=1, q_lora_rank=None, qk_nope_head_dim=0, qk_rope_head_dim=0, v_head_dim=0)
+    deepseek = {
+        "_name_or_path": "deepseek-ai/DeepSeek-OCR",
+        "architectures": ["DeepseekOCRForCausalLM"],
+        "auto_map": {"AutoConfig": "modeling_deepseekocr.DeepseekOCRConfig",
+                     "AutoModel": "modeling_deepseekocr.DeepseekOCRForCausalLM"},
+        "candidate_resolutions": [[1024, 1024]], "global_view_pos": "head", "tile_tag": "2D",
+        "language_config": language,
+        "model_type": "deepseek_vl_v2",
+        "projector_config": dict(config["projector_config"], model_type="mlp_projector"),
+        "vision_config": dict(config["vision_config"], model_name="deeplip_b_l", model_type="vision"),
+        "image_token_id": config["image_token_id"],
+        "torch_dtype": "float32",
+        **{key: value for key, value in language.items() if key not in ("architectures", "model_type")},
+    }
+    shutil.copytree(official, target)
+    (target / "config.json").write_text(json.dumps(deepseek))
+    return kept
+
+
+@pytest.mark.slow
+def test_deepseek_ocr_layout_runs_full_attention_equal_to_transformers(tiny_checkpoint, tmp_path):
+    """A DeepSeek-OCR folder loads into the same class with every layer on full attention (no R-SWA window in its
+    config), its own prompt, and our engine's decode equals transformers' generate() on the same weights, past the
+    growing cache's first reallocation (256 decode slots)."""
+    tensors = _deepseek_ocr_layout(tiny_checkpoint, tmp_path / "DeepSeek-OCR")
+    loaded = load_model(tmp_path / "DeepSeek-OCR")
+    assert loaded.family == "deepseek-ocr" and loaded.trained_attention == "full"
+    assert loaded.default_prompt(1) == loaded.default_prompt(3) == "Free OCR."
+    language = loaded.model.model.language_model
+    assert torch.equal(language.layers[1].mlp.gate.weight, tensors["model.layers.1.mlp.gate.weight"])
+    assert torch.equal(loaded.model.lm_head.weight, tensors["lm_head.weight"])
+    engine = OcrEngine(loaded)  # attention: what the checkpoint says, i.e. full
+    assert engine.attention == "full"
+    pages = random_pages(1, seed=6)
+    new = 260
+    [result] = engine.generate([pages], DecodeOptions(max_new_tokens=new, ignore_eos=True))
+    ids, _ = engine.prepare(pages, DecodeOptions())
+    assert tokenizer_text(loaded, ids).endswith("\nFree OCR.")
+    assert result.reference_length == ids.shape[0] and len(result.token_ids) == new
+    assert result.kv_entries == result.reference_length + new - 1  # every token but the last was cached
+    output = transformers_generate(loaded, [engine.preprocess(page) for page in pages], ids, new, force_length=True)
+    assert result.token_ids == new_tokens(loaded, output, ids.shape[0])
+    assert len(set(result.token_ids)) > 10
+
+
+def tokenizer_text(loaded, ids):
+    return loaded.tokenizer.decode(ids[ids != loaded.image_token_id].tolist())
 
 
 def test_missing_and_offline_models_fail_clearly(tmp_path, monkeypatch):

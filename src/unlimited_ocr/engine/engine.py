@@ -33,7 +33,7 @@ from PIL import Image
 from ..model.int8 import vision_dtype
 from ..model.loading import LoadedModel
 from ..model.preprocess import PagePixels, preprocess_page
-from ..model.prompt import build_input_ids, default_prompt
+from ..model.prompt import build_input_ids
 from ..rswa.cache import RSWACache
 from ..rswa.masks import rswa_mask, to_additive
 from .norepeat import WindowedNoRepeat
@@ -182,7 +182,8 @@ class OcrEngine:
         if not len(images):
             raise ValueError("a document needs at least one page")
         features = self.encode_images(images, options.image_mode if len(images) == 1 else "base")
-        ids = build_input_ids(self.loaded.tokenizer, [f.shape[0] for f in features], options.prompt)
+        prompt = options.prompt if options.prompt is not None else self.loaded.default_prompt(len(features))
+        ids = build_input_ids(self.loaded.tokenizer, [f.shape[0] for f in features], prompt)
         return ids, features
 
     @torch.no_grad()
@@ -405,7 +406,7 @@ class OcrEngine:
         # or features all at once: memory stays flat in pages.
         features = LazyFeatures(self, pages)
         held = [features[index] for index in range(reference_pages)]
-        prompt = options.prompt if options.prompt is not None else default_prompt(len(pages))
+        prompt = options.prompt if options.prompt is not None else self.loaded.default_prompt(len(pages))
         ids = build_input_ids(self.loaded.tokenizer, [f.shape[0] for f in held], prompt)
         slider = SlidingReference(ids, features, reference_pages, self.loaded.positions)
         return self.generate_prepared([(ids, held)], options, on_token, slider=slider)[0]

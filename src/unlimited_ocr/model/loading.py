@@ -5,6 +5,9 @@ Accepted:
 * the official checkpoint folder (``model_type: unlimited-ocr``, ``auto_map`` to remote code, text config under
   ``language_config``): read with the explicit ``UnlimitedOcrConfig`` class, never with remote code; transformers
   renames the original tensor names at load time;
+* a DeepSeek-OCR folder (``model_type: deepseek_vl_v2``, ``DeepseekOCRForCausalLM``), the full-attention model
+  Unlimited-OCR continues from: the same tensor names and the same towers, so it loads into the same class with
+  every decoder layer set to full attention and its own default prompt (``Free OCR.``);
 * a hub id, only when online (``HF_HUB_OFFLINE=1`` restricts it to the local hub cache).
 * nothing: the bundled checkpoint shipped inside the package.
 """
@@ -20,6 +23,7 @@ import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration
 
 from .positions import PagePositions
+from .prompt import default_prompt
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "checkpoints" / "unlimited-ocr-tiny"
 
@@ -35,6 +39,20 @@ def dtype_from_name(name: str | None) -> torch.dtype | None:
         return DTYPES[name]
     except KeyError:
         raise ValueError(f"--dtype must be auto or one of {sorted(DTYPES)}, not {name!r}") from None
+
+
+# Released DeepSeek-OCR folders name their config "deepseek_vl_v2" (remote code: DeepseekOCRConfig); some copies
+# carry the remote class's own name.
+DEEPSEEK_OCR_MODEL_TYPES = frozenset({"deepseek_vl_v2", "deepseekocr", "DeepseekOCR"})
+DEEPSEEK_OCR_PROMPT = "Free OCR."  # DeepSeek-OCR's plain-text instruction (no layout boxes)
+
+
+def checkpoint_family(raw_config: dict) -> str:
+    """'deepseek-ocr' for a DeepSeek-OCR folder (full attention, its own prompt), else 'unlimited-ocr'."""
+    architectures = raw_config.get("architectures") or []
+    if raw_config.get("model_type") in DEEPSEEK_OCR_MODEL_TYPES or "DeepseekOCRForCausalLM" in architectures:
+        return "deepseek-ocr"
+    return "unlimited-ocr"
 
 
 class ModelNotFoundError(RuntimeError):
@@ -55,6 +73,11 @@ class LoadedModel:
     image_token_id: int
     page_token_id: int | None  # id of "<PAGE>", the page separator of multi-page outputs
     eos_token_id: int
+    family: str = "unlimited-ocr"  # or "deepseek-ocr": which prompts the checkpoint was trained on
+
+    def default_prompt(self, num_pages: int) -> str:
+        """The instruction used when none is given: ours (one page / multi-page), or DeepSeek-OCR's plain OCR."""
+        return DEEPSEEK_OCR_PROMPT if self.family == "deepseek-ocr" else default_prompt(num_pages)
 
     @property
     def device(self) -> torch.device:
@@ -121,12 +144,18 @@ def load_model(
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     try:
         config = UnlimitedOcrConfig.from_pretrained(source, **kwargs)
+        family = checkpoint_family({"model_type": config.model_type, "architectures": config.architectures})
         if config.model_type != UnlimitedOcrConfig.model_type:
             # The official folder says "unlimited-ocr" (its remote-code name); transformers finds the tensor
             # renaming of the original checkpoint under its own name, so use that one.
             config.model_type = UnlimitedOcrConfig.model_type
         if hasattr(config, "auto_map"):
             del config.auto_map  # never follow the pointer to remote code
+        if family == "deepseek-ocr":
+            # The model R-SWA was trained from: same layers, every one attending to the whole sequence. The text
+            # config keeps its placeholder window (the class requires one); the layer types decide the attention.
+            text = config.text_config
+            text.layer_types = ["full_attention"] * text.num_hidden_layers
         if getattr(config, "unlimited_ocr_quantization", None) == "int8":  # written by `unlimited-ocr quantize`
             from .int8 import load_int8_model
 
@@ -158,7 +187,7 @@ def load_model(
     return LoadedModel(
         model=network_model, tokenizer=tokenizer, source=source, image_size=image_size, queries_per_side=queries,
         tile_size=tile_size, queries_per_tile_side=tile_queries, image_token_id=int(config.image_token_id),
-        page_token_id=page_id, eos_token_id=int(eos),
+        page_token_id=page_id, eos_token_id=int(eos), family=family,
     )
 
 

@@ -33,7 +33,6 @@ from ..engine import DecodeOptions
 from ..engine.engine import TokenCallback
 from ..engine.pages import PAGE_TOKEN, split_pages
 from ..engine.rows import no_repeat_window
-from ..model.prompt import default_prompt
 from ..pipeline import assign_pages
 
 RETRY_STATUSES = {429, 503}
@@ -110,11 +109,11 @@ class RemoteOcr:
 
     # -- one request -----------------------------------------------------------------------------------------
     def request_body(self, images: list[Image.Image], options: DecodeOptions) -> dict:
-        prompt = options.prompt if options.prompt is not None else default_prompt(len(images))
         window = no_repeat_window(len(images), options.no_repeat_window)  # the engine's rule, sent explicitly
         ngram = options.no_repeat_ngram_size or 0
         content = [{"type": "image_url", "image_url": {"url": page_data_url(image)}} for image in images]
-        content.append({"type": "text", "text": prompt})
+        if options.prompt is not None:  # otherwise the server's model chooses its own default instruction
+            content.append({"type": "text", "text": options.prompt})
         return {
             "model": self.model, "messages": [{"role": "user", "content": content}],
             "max_tokens": options.max_new_tokens, "temperature": 0, "stream": True,
