@@ -149,7 +149,7 @@ def test_quantize_command_round_trip_loads_without_float_decoder_weights(tmp_pat
 def test_read_safetensors_equals_the_library_and_aligns_every_tensor(tmp_path):
     from safetensors.torch import load_file, save_file
 
-    from unlimited_ocr.model.int8 import read_safetensors
+    from unlimited_ocr.model.weights_io import read_safetensors
 
     tensors = {"a": torch.arange(7, dtype=torch.int8), "b": torch.randn(3, 5).bfloat16(), "c": torch.randn(2, 2),
                "d": torch.tensor([True, False]), "e": torch.zeros(0, 4), "f": torch.tensor(3, dtype=torch.int64)}

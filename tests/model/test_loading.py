@@ -148,3 +148,25 @@ def test_opt_in_full_size_official_checkpoint():
     loaded = load_model(folder, device="cuda" if torch.cuda.is_available() else "cpu")
     [result] = OcrEngine(loaded).generate([random_pages(1)], DecodeOptions(max_new_tokens=8))
     assert result.reference_length > 273
+
+
+def test_unmapped_loading_equals_transformers_own_loading_for_single_and_sharded_folders(tiny_checkpoint, tmp_path):
+    """load_model reads tensors one by one without mapping the files (model/weights_io.py); the model must be
+    exactly what transformers' own from_pretrained builds, parameters and buffers, also from a sharded folder, and
+    keep the folder's generation config."""
+    from transformers import UnlimitedOcrForConditionalGeneration
+
+    reference = UnlimitedOcrForConditionalGeneration.from_pretrained(tiny_checkpoint, dtype=torch.float32)
+    sharded = tmp_path / "sharded"
+    reference.save_pretrained(sharded, max_shard_size="200KB")
+    for name in ["tokenizer.json", "tokenizer_config.json"]:
+        shutil.copy(tiny_checkpoint / name, sharded / name)
+    assert len(list(sharded.glob("model-*.safetensors"))) > 2 and (sharded / "model.safetensors.index.json").exists()
+    expected = {**dict(reference.named_parameters()), **dict(reference.named_buffers())}
+    for folder in (tiny_checkpoint, sharded):
+        loaded = load_model(folder).model
+        got = {**dict(loaded.named_parameters()), **dict(loaded.named_buffers())}
+        assert got.keys() == expected.keys()
+        for name, tensor in expected.items():
+            assert torch.equal(got[name], tensor), name
+        assert loaded.generation_config.to_dict() == reference.generation_config.to_dict()

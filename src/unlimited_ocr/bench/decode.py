@@ -126,6 +126,8 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
     if threads:
         torch.set_num_threads(threads)
     loaded = load_model(checkpoint, device=device, dtype=dtype_from_name(dtype))
+    load_peak_mb = peak_rss_mb()  # the load alone: ≤ 1.2x the weights is the target (model/weights_io.py)
+    weight_mb = sum(t.nbytes for t in [*loaded.model.parameters(), *loaded.model.buffers()]) / 2**20
     if quantize == "int8":
         from ..model.int8 import is_quantized, quantize_decoder
 
@@ -157,6 +159,7 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
         "kv_bytes": int(kv_bytes),
         "first_step_s": first_step,
         "peak_rss_mb": peak_rss_mb(),
+        "load_peak_rss_mb": load_peak_mb, "weight_mb": weight_mb,
         # On a GPU the KV cache lives in device memory: report the peak the CUDA allocator saw.
         "peak_gpu_mb": torch.cuda.max_memory_allocated(loaded.device) / 2**20 if on_gpu else None,
         "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
@@ -353,6 +356,12 @@ def summarize(rows: list[dict], tokens: int, results: dict, short: dict | None) 
             values[f"rswa_int8_over_transformers_at_end_{label_.replace(' ', '_')}"] = round(ours / theirs, 2)
             lines.append(f"  R-SWA engine int8 / transformers generate() float at {tokens} ({label_}): "
                          f"{ours / theirs:.2f}x ({ours:.2f} tok/s)")
+    for name, result in results.items():
+        if result.get("load_peak_rss_mb") and result.get("weight_mb") and result.get("peak_gpu_mb") is None:
+            ratio = result["load_peak_rss_mb"] / result["weight_mb"]
+            values[f"{name}_load_peak_over_weights"] = round(ratio, 3)
+            lines.append(f"  {name}: loading peaked at {result['load_peak_rss_mb']:.0f} MB RSS for "
+                         f"{result['weight_mb']:.0f} MB of weights = {ratio:.2f}x")
     if "rswa+int8" in results:
         values["rswa_int8_peak_rss_mb"] = round(results["rswa+int8"]["peak_rss_mb"], 1)
         lines.append(f"  R-SWA int8 peak RSS: {results['rswa+int8']['peak_rss_mb']:.0f} MB")

@@ -25,6 +25,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .weights_io import read_safetensors
+
 EXPERTS_IMPLEMENTATION = "int8"
 
 
@@ -197,41 +199,6 @@ def load_int8_model(folder: str | Path, config) -> nn.Module:
                          f"unexpected {sorted(unexpected)[:5]})")
     model.model.language_model.config._experts_implementation = EXPERTS_IMPLEMENTATION
     return model.eval()
-
-
-_SAFETENSORS_DTYPES = {"I8": torch.int8, "U8": torch.uint8, "I16": torch.int16, "I32": torch.int32,
-                       "I64": torch.int64, "F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32,
-                       "F64": torch.float64, "BOOL": torch.bool}
-
-
-def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
-    """Every tensor of a .safetensors file, each read straight into its own fresh allocation.
-
-    Not ``safetensors.torch.load_file``: that maps the file, so its pages count in the process's RSS next to any
-    copy (an int8 checkpoint of the official shapes, 4.2 GB, loaded at an 8.4 GB peak), and the tensors it returns
-    may start 4 bytes off a 64-byte boundary, where the int8 kernel's vector loads crash (measured: a segfault).
-    Reading each tensor's bytes with ``readinto`` gives aligned tensors and a peak of the weights themselves."""
-    import json
-    import struct
-
-    tensors: dict[str, torch.Tensor] = {}
-    with open(path, "rb") as stream:
-        (header_length,) = struct.unpack("<Q", stream.read(8))
-        header = json.loads(stream.read(header_length))
-        header.pop("__metadata__", None)
-        base = 8 + header_length
-        for name, info in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
-            start, end = info["data_offsets"]
-            tensor = torch.empty(info["shape"], dtype=_SAFETENSORS_DTYPES[info["dtype"]])
-            buffer = tensor.view(-1).view(torch.uint8).numpy() if tensor.numel() else None
-            if buffer is not None:
-                if buffer.nbytes != end - start:
-                    raise ValueError(f"{path}: {name} holds {end - start} bytes, its shape needs {buffer.nbytes}")
-                stream.seek(base + start)
-                if stream.readinto(memoryview(buffer)) != buffer.nbytes:
-                    raise ValueError(f"{path}: truncated at {name}")
-            tensors[name] = tensor
-    return tensors
 
 
 def _restore_non_persistent_buffers(model: nn.Module) -> None:

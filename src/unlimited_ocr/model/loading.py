@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer, PreTrainedTokenizerBase, UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration
+from transformers import AutoTokenizer, GenerationConfig, PreTrainedTokenizerBase, UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration
 
 from .positions import PagePositions
 from .prompt import default_prompt
+from .weights_io import checkpoint_files, lazy_state_dict, sequential_loading
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "checkpoints" / "unlimited-ocr-tiny"
 
@@ -164,10 +165,18 @@ def load_model(
                                  "(--dtype float32, the CPU default)")
             network_model = load_int8_model(source, config)
         else:
-            network_model = UnlimitedOcrForConditionalGeneration.from_pretrained(
-                source, config=config, dtype=dtype, attn_implementation=attn_implementation,
-                **({"experts_implementation": experts_implementation} if experts_implementation else {}), **kwargs
-            )
+            extra = {"experts_implementation": experts_implementation} if experts_implementation else {}
+            if Path(source).is_dir() and checkpoint_files(source):
+                # Read tensor by tensor, never mapped: the load peaks at the model itself (weights_io.py).
+                with lazy_state_dict(source) as state, sequential_loading():
+                    network_model = UnlimitedOcrForConditionalGeneration.from_pretrained(
+                        None, config=config, dtype=dtype, attn_implementation=attn_implementation, state_dict=state,
+                        **extra, **kwargs)
+                if (Path(source) / "generation_config.json").exists():
+                    network_model.generation_config = GenerationConfig.from_pretrained(source)
+            else:
+                network_model = UnlimitedOcrForConditionalGeneration.from_pretrained(
+                    source, config=config, dtype=dtype, attn_implementation=attn_implementation, **extra, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False, **kwargs)
     except OSError as error:
         hint = " (HF_HUB_OFFLINE=1: only local folders and the hub cache are used)" if offline else ""
