@@ -10,17 +10,22 @@ from unlimited_ocr import cli, runtime
 from unlimited_ocr.runtime import EngineSpec, EngineSpecError
 
 ENGINE_FLAGS = ("--model", "--device", "--dtype", "--attention", "--window", "--compile", "--reference-pages",
-                "--threads")
+                "--threads", "--quantize")
 # Every command that runs the model, with its own required arguments (inputs and outputs filled in per test).
 COMMANDS = {
     "parse": lambda src, out: ["parse", str(src / "page.png"), "-o", str(out), "--quiet"],
     "batch": lambda src, out: ["batch", str(src), "-o", str(out)],
     "serve": lambda src, out: ["serve", "--port", "9"],
     "eval pdf-text": lambda src, out: ["eval", "pdf-text", str(src / "page.pdf")],
+    "eval synthetic": lambda src, out: ["eval", "synthetic", "--pages", "1", "--docs", "1"],
+    "bench long-horizon": lambda src, out: ["bench", "long-horizon", "--pages", "2", "--modes", "one-pass",
+                                            "--no-tesseract", "--out", str(out)],
 }
+# Shown with the same flags, built in a fresh process per book (its own defaults: 4 reference pages, 2 threads).
+HELP_ONLY = {"bench book": None}
 
 
-@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("command", [*COMMANDS, *HELP_ONLY])
 def test_every_command_shows_the_same_engine_flags(command, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main([*command.split(), "--help"])
@@ -53,6 +58,8 @@ def test_each_command_builds_its_engine_from_the_same_spec(inputs, tmp_path, mon
         raise _Built
 
     monkeypatch.setattr(runtime, "build_engine", fake_build)
+    # Benchmark cells run in fresh processes; here in this one, so the stand-in sees their spec.
+    monkeypatch.setattr("unlimited_ocr.bench.long_horizon.run_isolated", lambda target, *args: target(*args, None))
     flags = ["--device", "cpu", "--dtype", "float32", "--attention", "rswa", "--window", "64", "--compile",
              "--threads", "1"]
     for command, argv in COMMANDS.items():

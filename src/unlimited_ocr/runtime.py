@@ -3,10 +3,13 @@
     from unlimited_ocr.runtime import EngineSpec, build_engine
     engine = build_engine(EngineSpec(model="/path/to/Unlimited-OCR", device="cuda", compile=True))
 
-``parse``, ``batch`` (local and Ray actors), ``serve`` and ``eval pdf-text`` add the flags with
-:func:`add_engine_arguments`, read them with :func:`spec_from_args` and build with :func:`build_engine`, so a flag
-means the same everywhere. (``eval synthetic`` and the benches still take their own --model/--device/--dtype: they
-compare attention modes and engines side by side, which one spec does not describe.) The spec is a frozen, picklable dataclass: the Ray runner ships it to its actors.
+``parse``, ``batch`` (local and Ray actors), ``serve``, ``eval pdf-text``, ``eval synthetic``, ``bench
+long-horizon`` and ``bench book`` add the flags with :func:`add_engine_arguments`, read them with
+:func:`spec_from_args` and build with :func:`build_engine`, so a flag means the same everywhere. (The commands that
+compare modes side by side take the spec for all of them and switch only what a mode is about: ``full`` reads with
+full attention over the same weights, ``sliding`` holds ``--reference-pages`` pages. ``bench decode`` compares
+engines and weight formats on one checkpoint and keeps its own flags; ``train`` evaluates the model it is training.)
+The spec is a frozen, picklable dataclass: the Ray runner ships it to its actors.
 
 What is not here on purpose: the decode strategy (``--mode one-pass|per-page``) and per-request options
 (``DecodeOptions``: budget, no-repeat n-gram, image mode) belong to the command or the request, not the engine.

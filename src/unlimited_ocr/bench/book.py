@@ -9,6 +9,8 @@ repeated to N pages, so the model reads every page and its CER is reported), or 
 repeated. Each length runs in a fresh process (its peak RSS is its own); RSS is also sampled as the pages go by.
 Prints and writes ``book.md`` / ``book.json`` / ``book.png`` under --out: peak RSS and its ratio to the shortest
 book, pages/s over the first and the last 100 pages and their ratio, KV-cache bytes, CER against the page texts.
+The engine flags are those of every command; here ``--reference-pages`` defaults to 4, ``--threads`` to 2 and
+``--device`` to cpu.
 """
 
 from __future__ import annotations
@@ -16,24 +18,25 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import sys
 import threading
 import time
 from pathlib import Path
 
+from ..runtime import EngineSpecError, add_engine_arguments, spec_from_args
 from .isolated import peak_rss_mb, run_isolated
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pages", default="30,300,3000", help="comma list of book lengths in pages")
-    parser.add_argument("--reference-pages", type=int, default=4, help="pages held in the reference (default 4)")
-    parser.add_argument("--model", default=None, help="checkpoint (default: the bundled model)")
     parser.add_argument("--source", default=None,
                         help="a PDF whose pages are repeated into the book (default: held-out synthetic pages)")
     parser.add_argument("--source-pages", type=int, default=24, help="distinct synthetic pages (default 24)")
     parser.add_argument("--span", type=int, default=100, help="pages at the start and the end timed (default 100)")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs/book", help="output folder (books, table, JSON, plot)")
+    add_engine_arguments(parser)  # the flags of every command; here --reference-pages defaults to 4, --threads to 2
+    parser.set_defaults(reference_pages=4, threads=2, device="cpu")
 
 
 def _source_pdf(args, out: Path) -> tuple[Path, list[str] | None]:
@@ -69,13 +72,11 @@ def _rss_mb() -> float:
         return int(handle.read().split()[1]) * resource.getpagesize() / 2**20
 
 
-def _worker(book: str, pages: int, model: str | None, reference_pages: int, threads: int, out_dir: str,
-            truths: list[str] | None, queue) -> None:
+def _worker(book: str, pages: int, spec, out_dir: str, truths: list[str] | None, queue) -> None:
     """One book in a fresh process: the runner as ``parse`` uses it, a clock on each page, RSS sampled."""
     from ..runner import DocumentRunner, Job, RunEvents, RunSettings
-    from ..runtime import EngineSpec, build_engine
+    from ..runtime import build_engine
 
-    spec = EngineSpec(model=model, device="cpu", reference_pages=reference_pages, threads=threads)
     engine = build_engine(spec)
     page_started: dict[int, float] = {}
     samples: list[tuple[int, float]] = []  # (page being read, RSS MB)
@@ -136,6 +137,11 @@ def rates(row: dict, span: int) -> tuple[float | None, float | None]:
 
 def run(args: argparse.Namespace) -> int:
     lengths = [int(part) for part in args.pages.split(",") if part.strip()]
+    try:
+        spec_from_args(args).validate()
+    except EngineSpecError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     source, truths = _source_pdf(args, out)
@@ -143,8 +149,7 @@ def run(args: argparse.Namespace) -> int:
     for pages in lengths:
         book = build_book(source, pages, out / f"book-{pages}.pdf")
         cell = out / f"out-{pages}"
-        row = run_isolated(_worker, str(book), pages, args.model, args.reference_pages, args.threads, str(cell),
-                           truths)
+        row = run_isolated(_worker, str(book), pages, spec_from_args(args), str(cell), truths)
         row["first_pages_per_s"], row["last_pages_per_s"] = rates(row, args.span)
         rows.append(row)
         book.unlink()  # a 3,000-page book is regenerated in seconds; no need to keep it

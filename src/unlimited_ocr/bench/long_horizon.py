@@ -15,6 +15,7 @@ pages as a peer baseline. Writes ``long_horizon.md``, ``long_horizon.json`` and 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..runtime import EngineSpec, EngineSpecError, add_engine_arguments, spec_from_args
 from .isolated import peak_rss_mb, run_isolated
 
 MODES = ("one-pass", "per-page", "full", "sliding")
@@ -33,14 +35,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pages", default="2,5,10,20,40", help="comma list of document lengths in pages")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES),
                         help="comma list of one-pass, per-page, full, sliding (default: the first three)")
-    parser.add_argument("--reference-pages", type=int, default=4,
-                        help="mode sliding: pages held in the reference at a time (default 4)")
-    parser.add_argument("--model", default=None, help="checkpoint (default: the bundled model)")
     parser.add_argument("--seed", type=int, default=0, help="held-out document seed")
     parser.add_argument("--tokens-per-page", type=int, default=None,
                         help="decode budget per page (default: 2x the longest ground-truth page, min 64)")
     parser.add_argument("--out", default="runs/long_horizon", help="output folder for the table, JSON and plot")
     parser.add_argument("--no-tesseract", action="store_true", help="skip the tesseract baseline even if installed")
+    add_engine_arguments(parser)  # the flags of every command; --reference-pages K: mode sliding's K (default 4)
+
+
+def cell_spec(spec: EngineSpec, mode: str) -> EngineSpec:
+    """The engine of one mode: the command's spec, with full attention (uncompiled) for mode full; the sliding
+    reference is the mode's own argument, not the engine's."""
+    if mode == "full":
+        return dataclasses.replace(spec, attention="full", compile=False, reference_pages=None)
+    return dataclasses.replace(spec, reference_pages=None)
 
 
 def load_data_config(model_folder: str | None):
@@ -80,20 +88,16 @@ def score(reference_pages: list[str], predicted_pages: list[str]) -> dict:
     }
 
 
-def _worker(mode: str, model: str | None, pages: int, seed: int, tokens_per_page: int | None, reference_pages: int,
+def _worker(mode: str, spec: EngineSpec, pages: int, seed: int, tokens_per_page: int | None, reference_pages: int,
             queue) -> None:
-    from transformers.utils import logging as hf_logging
+    from ..engine import DecodeOptions
+    from ..runtime import build_engine
 
-    from ..engine import DecodeOptions, OcrEngine
-    from ..model.loading import load_model
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    config = load_data_config(model)
+    config = load_data_config(spec.model)
     sample = heldout_document(config, pages, seed)
     truth = sample.page_targets
     budget = tokens_per_page or max(64, 2 * max(len(page) for page in truth) + 8)
-    engine = OcrEngine(load_model(model), attention="full" if mode == "full" else "rswa")
+    engine = build_engine(cell_spec(spec, mode))
     images = [image.convert("RGB") for image in sample.images]
     start = time.perf_counter()
     result = engine.parse(images, DecodeOptions(max_new_tokens=budget * pages),
@@ -108,9 +112,9 @@ def _worker(mode: str, model: str | None, pages: int, seed: int, tokens_per_page
     queue.put(row)
 
 
-def _run_cell(mode: str, model: str | None, pages: int, seed: int, tokens_per_page: int | None,
+def _run_cell(mode: str, spec: EngineSpec, pages: int, seed: int, tokens_per_page: int | None,
               reference_pages: int = 4) -> dict:
-    return run_isolated(_worker, mode, model, pages, seed, tokens_per_page, reference_pages)
+    return run_isolated(_worker, mode, spec, pages, seed, tokens_per_page, reference_pages)
 
 
 def tesseract_row(model: str | None, pages: int, seed: int) -> dict | None:
@@ -170,8 +174,16 @@ def run(args: argparse.Namespace) -> int:
     if set(modes) - set(MODES) or any(p < 1 for p in page_counts):
         print(f"error: modes must be among {MODES} and pages >= 1", file=sys.stderr)
         return 2
-    if "sliding" in modes and args.reference_pages < 2:
+    spec = spec_from_args(args)
+    reference_pages = spec.reference_pages if spec.reference_pages is not None else 4
+    if "sliding" in modes and reference_pages < 2:
         print("error: --reference-pages must be at least 2", file=sys.stderr)
+        return 2
+    try:
+        for mode in modes:
+            cell_spec(spec, mode).validate("per-page" if mode == "per-page" else "one-pass")
+    except EngineSpecError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -179,9 +191,9 @@ def run(args: argparse.Namespace) -> int:
     for pages in page_counts:
         for mode in modes:
             print(f"{mode}: {pages} pages...", file=sys.stderr, flush=True)
-            rows.append(_run_cell(mode, args.model, pages, args.seed, args.tokens_per_page, args.reference_pages))
+            rows.append(_run_cell(mode, spec, pages, args.seed, args.tokens_per_page, reference_pages))
         if not args.no_tesseract:
-            baseline = tesseract_row(args.model, pages, args.seed)
+            baseline = tesseract_row(spec.model, pages, args.seed)
             if baseline:
                 rows.append(baseline)
     table = markdown_table(rows)

@@ -7,7 +7,8 @@ For every page count it decodes the same held-out documents in several modes and
 * ``one-pass``  - every page in one prompt, R-SWA decode (the paper's setting; the cache stays L_m + n);
 * ``per-page``  - one decode per page (the loop one-pass replaces), pages joined with ``<PAGE>``;
 * ``full``      - one pass on the same weights with a growing full-attention cache;
-* ``sliding``   - one pass with only ``--reference-pages K`` pages in the reference at a time (engine/sliding.py);
+* ``sliding``   - one pass with only ``--reference-pages K`` (default 4) pages in the reference at a time
+  (engine/sliding.py);
 * ``twin``      - one pass with a separately trained full-attention model (``--twin PATH``, trained with
   ``unlimited-ocr train --attention full``), if given.
 
@@ -20,6 +21,9 @@ Metrics: CER (corpus: edit distance / reference characters, on the page texts jo
 index (page i of the output, split on ``<PAGE>``, against page i of the truth), the share of documents whose output
 has the right page count, Distinct-20 and Distinct-35 over output characters (low = looping), wall time, tokens/s,
 KV-cache bytes and peak memory (CUDA: max allocated; CPU: peak RSS above the start of the mode, sampled).
+
+The engine flags are those of every command (runtime.py: --model, --device, --dtype, --window, --compile,
+--threads, --quantize, ...); the modes share them, ``full`` switching to full attention over the same weights.
 
 The documents come from the data engine's held-out split (words never seen in training), rendered with the data
 config the checkpoint was trained on (``training_config.json`` in its folder) at ``--level`` (default: the
@@ -37,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from ..runtime import EngineSpecError, add_engine_arguments, spec_from_args
 
 try:  # the shared metrics module (rapidfuzz underneath)
     from .metrics import distinct_n, edit_distance
@@ -210,25 +216,26 @@ def run_mode(engine, documents: list[Document], mode: str, tokens_per_page: int,
     return metrics
 
 
-def evaluate(model: str | None, pages: list[int], docs: int = 4, modes: tuple[str, ...] = ("one-pass", "per-page",
-             "full"), twin: str | None = None, level: int | None = None, seed: int = 0, device: str = "cpu",
-             tokens_per_page: int = 0, reference_pages: int = 4, dtype: str | None = None,
-             quantize: str = "none") -> dict:
+def evaluate(spec, pages: list[int], docs: int = 4, modes: tuple[str, ...] = ("one-pass", "per-page", "full"),
+             twin: str | None = None, level: int | None = None, seed: int = 0, tokens_per_page: int = 0,
+             reference_pages: int = 4) -> dict:
+    """``spec``: the engine flags (runtime.EngineSpec) every mode shares; ``full`` reads with full attention over the
+    same weights, ``sliding`` with ``reference_pages`` pages in the reference, ``twin`` loads ``twin`` with the spec."""
+    import dataclasses
+
+    from .. import runtime
     from ..engine import OcrEngine
-    from ..model.loading import dtype_from_name, load_model
 
-    loaded = load_model(model, device=device, dtype=dtype_from_name(dtype))
-    if quantize == "int8":
-        from ..model.int8 import quantize_decoder
-
-        quantize_decoder(loaded.model)  # weight-only int8 decoder (model/int8.py)
+    base = runtime.build_engine(dataclasses.replace(spec, reference_pages=None))
+    loaded = base.loaded
+    engine = lambda attention: OcrEngine(loaded, attention=attention, window=spec.window,  # noqa: E731
+                                         compile=spec.compile and attention == "rswa")
+    engines = {"one-pass": base, "per-page": base, "sliding": engine("rswa"), "full": engine("full")}
     config, level = data_config_for(loaded.source, level)
-    engines = {"one-pass": OcrEngine(loaded, attention="rswa"), "per-page": OcrEngine(loaded, attention="rswa"),
-               "full": OcrEngine(loaded, attention="full"), "sliding": OcrEngine(loaded, attention="rswa")}
     if "twin" in modes:
         if not twin:
             raise ValueError("mode 'twin' needs --twin PATH (a model trained with --attention full)")
-        engines["twin"] = OcrEngine(load_model(twin, device=device, dtype=dtype_from_name(dtype)))
+        engines["twin"] = runtime.build_engine(dataclasses.replace(spec, model=twin, reference_pages=None))
     report = {"model": loaded.source, "twin": twin, "level": level, "docs": docs, "device": str(loaded.device),
               "dtype": str(loaded.dtype).replace("torch.", ""), "results": {}}
     if "sliding" in modes:
@@ -260,22 +267,15 @@ def evaluate(model: str | None, pages: list[int], docs: int = 4, modes: tuple[st
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="unlimited-ocr eval synthetic",
                                                description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=None, help="checkpoint folder (default: the bundled one)")
     parser.add_argument("--pages", default="1,2,5,10,20", help="page counts, comma separated")
     parser.add_argument("--docs", type=int, default=4, help="documents per page count")
     parser.add_argument("--modes", default="one-pass,per-page,full", help=f"comma separated, of {MODES}")
     parser.add_argument("--twin", default=None, help="full-attention twin checkpoint (mode 'twin')")
-    parser.add_argument("--reference-pages", type=int, default=4,
-                        help="mode 'sliding': pages held in the reference at a time (>= 2)")
     parser.add_argument("--level", type=int, default=None, help="curriculum level of the documents")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokens-per-page", type=int, default=0, help="decode budget per page (0: from targets)")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                        help="default auto: bfloat16 on CUDA, float32 on CPU")
-    parser.add_argument("--quantize", choices=["none", "int8"], default="none",
-                        help="int8: weight-only int8 decoder and lm_head (the engine flag of parse)")
     parser.add_argument("--out", default=None, help="write the JSON report here")
+    add_engine_arguments(parser)  # --reference-pages K: the pages mode 'sliding' holds (default 4)
     return parser
 
 
@@ -292,9 +292,17 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown modes {sorted(unknown)} (choose from {MODES})", file=sys.stderr)
         return 2
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    report = evaluate(args.model, [int(p) for p in args.pages.split(",")], args.docs, modes, args.twin, args.level,
-                      args.seed, device, args.tokens_per_page, args.reference_pages, args.dtype, args.quantize)
+    spec = spec_from_args(args)
+    reference_pages = spec.reference_pages if spec.reference_pages is not None else 4
+    if reference_pages < 2:
+        print("error: --reference-pages must be at least 2", file=sys.stderr)
+        return 2
+    try:
+        report = evaluate(spec, [int(p) for p in args.pages.split(",")], args.docs, modes, args.twin, args.level,
+                          args.seed, args.tokens_per_page, reference_pages)
+    except EngineSpecError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
     return 0
