@@ -54,7 +54,7 @@ def int8_matmul(inputs: torch.Tensor, values: torch.Tensor, scale: torch.Tensor)
     if flat.shape[0] == 0:
         return inputs.new_zeros((*shape[:-1], values.shape[0]))
     output = torch.ops.aten._weight_int8pack_mm(flat.to(ACTIVATION_DTYPE).contiguous(), values,
-                                                scale.to(ACTIVATION_DTYPE))  # (N, out)
+                                                scale.to(ACTIVATION_DTYPE))  # (N, out); a no-op if already bf16
     return output.to(inputs.dtype).reshape(*shape[:-1], values.shape[0])
 
 
@@ -77,11 +77,21 @@ class Int8Linear(nn.Module):
         return module.to(linear.weight.device)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        output = int8_matmul(inputs, self.weight_int8, self.weight_scale)
+        output = int8_matmul(inputs, self.weight_int8, _bf16_scales(self, "weight_scale"))
         return output if self.bias is None else output + self.bias.to(output.dtype)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def _bf16_scales(module: nn.Module, name: str) -> torch.Tensor:
+    """The module's ``(E, out)`` scales in the kernel's dtype, converted once (not on every product)."""
+    cache = module.__dict__.setdefault("_int8_kernel_scales", {})
+    scales = getattr(module, name)
+    cached = cache.get(name)
+    if cached is None or cached[0] is not scales:  # reconverted if the buffer was replaced (a load, .to())
+        cached = cache[name] = (scales, scales.to(ACTIVATION_DTYPE))
+    return cached[1]
 
 
 def int8_experts_forward(self: nn.Module, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
@@ -90,6 +100,22 @@ def int8_experts_forward(self: nn.Module, hidden_states: torch.Tensor, top_k_ind
     (a decode step: top-k experts, one token each; a prefill: many tokens per expert). Same maths as transformers'
     eager experts loop: act(gate) * up, down, weighted by the router, summed per token."""
     num_tokens, top_k = top_k_index.shape
+    gate_up_scales, down_scales = _bf16_scales(self, "gate_up_scale"), _bf16_scales(self, "down_scale")
+    inputs = hidden_states.to(ACTIVATION_DTYPE)  # (T, H): rounded once for every expert's product
+    if num_tokens == 1:
+        # A decode step: k experts, one row each, no grouping to do. Per-op overhead is what this path saves
+        # (~1 ms of ~4.6 ms per layer at the official shapes on 2 cores: the products stream ~20 MB of int8).
+        output = torch.zeros_like(hidden_states, dtype=torch.float32)  # (1, H)
+        for expert, weight in zip(top_k_index[0].tolist(), top_k_weights[0].tolist()):
+            if expert >= self.num_experts:  # expert-parallel sentinel: not ours
+                continue
+            gate_up = torch.ops.aten._weight_int8pack_mm(inputs, self.gate_up_int8[expert],
+                                                         gate_up_scales[expert]).float()  # (1, 2I)
+            gate, up = gate_up.chunk(2, dim=-1)  # the gating product in float32, as in Int8Linear's callers
+            down = torch.ops.aten._weight_int8pack_mm((self.act_fn(gate) * up).to(ACTIVATION_DTYPE),
+                                                      self.down_int8[expert], down_scales[expert])  # (1, H)
+            output.add_(down, alpha=weight)
+        return output.to(hidden_states.dtype)
     output = torch.zeros_like(hidden_states)  # (T, H)
     experts = top_k_index.reshape(-1)  # (T * k,)
     tokens = torch.arange(num_tokens, device=hidden_states.device).repeat_interleave(top_k)  # (T * k,)
@@ -99,10 +125,12 @@ def int8_experts_forward(self: nn.Module, hidden_states: torch.Tensor, top_k_ind
             continue
         chosen = torch.nonzero(experts == expert).squeeze(-1)
         rows = tokens[chosen]
-        gate_up = int8_matmul(hidden_states[rows], self.gate_up_int8[expert], self.gate_up_scale[expert])  # (t, 2I)
+        gate_up = torch.ops.aten._weight_int8pack_mm(inputs[rows], self.gate_up_int8[expert],
+                                                     gate_up_scales[expert]).float()  # (t, 2I)
         gate, up = gate_up.chunk(2, dim=-1)
-        down = int8_matmul(self.act_fn(gate) * up, self.down_int8[expert], self.down_scale[expert])  # (t, H)
-        output.index_add_(0, rows, (down * weights[chosen].unsqueeze(-1)).to(output.dtype))
+        down = torch.ops.aten._weight_int8pack_mm((self.act_fn(gate) * up).to(ACTIVATION_DTYPE),
+                                                  self.down_int8[expert], down_scales[expert])  # (t, H)
+        output.index_add_(0, rows, (down.to(weights.dtype) * weights[chosen].unsqueeze(-1)).to(output.dtype))
     return output
 
 
