@@ -37,14 +37,20 @@ class EngineSpec:
     dtype: str = "auto"  # auto = bfloat16 on CUDA, float32 on CPU
     attention: str | None = None  # "rswa" or "full"; None = what the checkpoint was trained with
     window: int | None = None  # R-SWA window n (generated tokens a token sees, itself included); None = checkpoint's
-    # torch.compile the R-SWA decode step (with CUDA graphs on a GPU); needs rswa attention
-    compile: bool = False
+    # torch.compile the R-SWA decode step (with CUDA graphs on a GPU): True always, False never, None = where it
+    # pays (engine.py, AUTO_COMPILE_AFTER_STEPS: a decode that has written 4,096 tokens, 8,192 more expected)
+    compile: bool | None = None
     # One pass with only K pages in the reference, sliding over the document (engine/sliding.py); None = all pages.
     # Needs a checkpoint with page-anchored positions; checked once the model is loaded.
     reference_pages: int | None = None
     threads: int | None = None  # torch CPU threads; None = torch's default
     # "int8": weight-only int8 decoder + lm_head (model/int8.py), for CPUs; "none": the checkpoint's weights
     quantize: str = "none"
+
+    @property
+    def compile_setting(self) -> bool | str:
+        """What OcrEngine's ``compile`` takes: True, False or "auto" (the default, None here)."""
+        return "auto" if self.compile is None else self.compile
 
     def validate(self, mode: str = "one-pass") -> None:
         """Checks that need no model. ``mode`` is the command's decode strategy (one-pass or per-page)."""
@@ -83,9 +89,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                        help="rswa (static cache) or full (growing cache, for comparison); default: the checkpoint's")
     group.add_argument("--window", type=int, default=None,
                        help="R-SWA window n: generated tokens each token sees (default: the checkpoint's)")
-    group.add_argument("--compile", action="store_true",
-                       help="torch.compile the R-SWA decode step (~1.5x on CPU after a one-off 20-50 s compile; "
-                            "with CUDA graphs on a GPU, ~6x at official shapes); for long documents")
+    group.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                       help="torch.compile the R-SWA decode step (a one-off 10-50 s compile, then ~2.5x the eager "
+                            "step on a CPU; with CUDA graphs on a GPU, ~6x at official shapes). Default: where it "
+                            "pays: a decode that has written 4,096 tokens and, at its rate per page, has 8,192 more "
+                            "to write switches to the compiled step (CPU with the small models' experts kernel, or CUDA; a C++ compiler "
+                            "installed); --compile always, --no-compile never")
     group.add_argument("--reference-pages", type=int, default=None, metavar="K",
                        help="one pass with only K pages in the reference at a time, sliding as the model moves on "
                             "(books: the cache stays K pages + the window; needs page-anchored positions, like the "
@@ -134,5 +143,5 @@ def build_engine(spec: EngineSpec, mode: str = "one-pass"):
     # On a GPU, eager decode is bound by kernel launches; CUDA graphs (reduce-overhead) replay a whole step at once
     # (official shapes on an H200: 487 tok/s against 77 eager; same tokens, tests/engine/test_cuda.py).
     compile_mode = "reduce-overhead" if loaded.device.type == "cuda" else None
-    return OcrEngine(loaded, attention=spec.attention, window=spec.window, compile=spec.compile,
+    return OcrEngine(loaded, attention=spec.attention, window=spec.window, compile=spec.compile_setting,
                      compile_mode=compile_mode)

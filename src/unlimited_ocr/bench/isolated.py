@@ -25,6 +25,18 @@ def run_isolated(target, *args):
         process.join()
 
 
+def current_rss_mb() -> float:
+    """This process's resident size now (``VmRSS``), in MB; 0 where /proc is not available."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
 def peak_rss_mb() -> float:
     """This process's own peak RSS in MB (``VmHWM``). Not ``ru_maxrss``: a child started by fork + exec inherits
     its parent's resident size at the fork in that figure (a bench parent that built a 12 GB model once made every

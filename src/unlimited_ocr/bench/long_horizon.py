@@ -41,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/long_horizon", help="output folder for the table, JSON and plot")
     parser.add_argument("--no-tesseract", action="store_true", help="skip the tesseract baseline even if installed")
     add_engine_arguments(parser)  # the flags of every command; --reference-pages K: mode sliding's K (default 4)
+    parser.set_defaults(compile=False)  # timed cells: the eager step unless --compile (a compile would be timed)
 
 
 def cell_spec(spec: EngineSpec, mode: str) -> EngineSpec:

@@ -22,6 +22,9 @@ our mask; nothing of the model is re-implemented.
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -40,6 +43,8 @@ from .norepeat import WindowedNoRepeat
 from .pages import split_pages
 from .rows import DecodeRow, no_repeat_window
 from .sliding import SlidingReference
+
+logger = logging.getLogger(__name__)
 
 # on_token(row, token_id, page_number): called after every decode step for every row still running.
 TokenCallback = Callable[[int, int, int], None]
@@ -134,11 +139,38 @@ class LazyFeatures:
         return self.encoded[index]
 
 
+# compile="auto": a decode that has already produced AUTO_COMPILE_AFTER_STEPS tokens and is expected to run
+# AUTO_COMPILE_MIN_REMAINING more (its tokens per page so far, times the pages still to read) switches to the
+# compiled R-SWA step. Measured on this project's 2-core CPU (bench
+# decode --pages 10 --tokens 8192, tiny bench model, 2026-12-04): 184 tok/s eager, 453 compiled, a 12 s compile,
+# so a compile pays after ~3,800 more tokens. Estimated from the output so far, not from the budget: budgets
+# overestimate (2,048 per page by default; the bundled model writes ~50 per card), and a short output must never
+# pay a compile.
+AUTO_COMPILE_AFTER_STEPS = 4_096
+AUTO_COMPILE_MIN_REMAINING = 8_192
+
+
+def expected_remaining_steps(rows: Sequence[DecodeRow], budget_left: int) -> int:
+    """Steps a decode is still likely to run: each running row's tokens per page so far times the pages it has
+    not begun (one page: nothing beyond it is expected), at most the budget left."""
+    expected = 0
+    for row in rows:
+        begun = row.pages.begun
+        if row.running and begun:
+            expected = max(expected, len(row.tokens) * (row.num_pages - begun) // begun)
+    return min(expected, budget_left)
+
+
+def compiler_available() -> bool:
+    """torch.compile's CPU backend builds C++ kernels: a C++ compiler must be installed ($CXX, g++, c++, clang++)."""
+    return any(shutil.which(name) for name in (os.environ.get("CXX"), "g++", "c++", "clang++") if name)
+
+
 class OcrEngine:
     """Prefill + static-cache decode over a loaded UnlimitedOcr checkpoint."""
 
     def __init__(self, loaded: LoadedModel, attention: str | None = None, window: int | None = None,
-                 encode_batch: int = 4, compile: bool = False, compile_mode: str | None = None):
+                 encode_batch: int = 4, compile: bool | str = False, compile_mode: str | None = None):
         if attention not in (None, "rswa", "full"):
             raise ValueError(f"attention must be 'rswa' or 'full', not {attention!r}")
         self.loaded = loaded
@@ -150,12 +182,36 @@ class OcrEngine:
         self.additive_masks = self.model.config._attn_implementation == "eager"
         self.prefill_experts = getattr(self.language_model.config, "_experts_implementation", None)
         self.decode_experts = decode_experts_kernel(self.language_model.config, self.prefill_experts)
-        self._step_forward = self._forward_one
-        if compile and self.attention == "rswa":
-            # Static shapes: the ring keeps the buffer size fixed, so one graph serves every step.
-            # compile_mode "reduce-overhead" adds CUDA graphs on a GPU (one replay per step instead of hundreds of
-            # kernel launches); the cache's buffers keep their addresses, so one graph stays valid.
-            self._step_forward = torch.compile(self._forward_one, dynamic=False, mode=compile_mode)
+        if compile not in (False, True, "auto"):
+            raise ValueError(f"compile must be True, False or 'auto', not {compile!r}")
+        # "auto": the compiled step once a decode proves long enough to repay the compile (AUTO_COMPILE_AFTER_STEPS),
+        # where it was measured to pay (_auto_compile_pays); a compile that fails falls back to the eager step.
+        self.compile = compile if self.attention == "rswa" else False
+        self.compile_mode = compile_mode
+        self._compiled_forward = None
+        self._compile_failed = False
+        self._step_forward = self._compiled() if self.compile is True else self._forward_one
+
+    def _compiled(self):
+        """The compiled step, built once. Static shapes: the ring keeps the buffer size fixed, so one graph serves
+        every step. compile_mode "reduce-overhead" adds CUDA graphs on a GPU (one replay per step instead of
+        hundreds of kernel launches); the cache's buffers keep their addresses, so one graph stays valid."""
+        if self._compiled_forward is None:
+            self._compiled_forward = torch.compile(self._forward_one, dynamic=False, mode=self.compile_mode)
+        return self._compiled_forward
+
+    def _auto_compile_pays(self) -> bool:
+        """Where the compiled step was measured to pay: on a GPU (CUDA graphs, 6.3x at the official shapes), and on
+        a CPU with the graph-friendly batched_mm experts kernel (2.5x on the tiny model; the in-place kernel of the
+        official shapes loops over experts in Python, so its compiled step is unmeasured and left eager)."""
+        if self.compile != "auto" or self._compile_failed or not compiler_available():
+            return False
+        return self.loaded.device.type == "cuda" or self.decode_experts == "batched_mm"
+
+    def _switch_to_compiled(self) -> None:
+        logger.warning("note: a long decode: compiling the decode step (one-off, about 10-50 s on a CPU, then ~2.5x "
+                       "faster; --no-compile skips it)")
+        self._step_forward = self._compiled()
 
     # -- pages -> visual features ------------------------------------------------------------------------------
     def preprocess(self, image: Image.Image, mode: str = "base") -> PagePixels:
@@ -289,7 +345,18 @@ class OcrEngine:
         """One token per row: ``tokens``/``positions`` ``(B, 1)`` -> next-token logits ``(B, V)``."""
         cache.advance()
         mask = self._masks(cache.step_mask())
-        return self._step_forward(cache, tokens, positions, mask)
+        if self._step_forward is self._forward_one or self.compile is True:
+            return self._step_forward(cache, tokens, positions, mask)
+        try:
+            return self._step_forward(cache, tokens, positions, mask)
+        except Exception as error:  # noqa: BLE001 - any compile failure: an unsupported op, a broken toolchain
+            # compile="auto" must never cost a document: warn once and decode eagerly from here on. Re-running this
+            # step is safe: it writes the same keys and values into the same cache slot.
+            logger.warning("note: the compiled decode step failed (%s: %s); decoding without it",
+                           type(error).__name__, str(error).splitlines()[0][:200] if str(error) else "")
+            self._compile_failed = True
+            self._step_forward = self._forward_one
+            return self._forward_one(cache, tokens, positions, mask)
 
     def _forward_one(self, cache: RSWACache, tokens: torch.Tensor, positions: torch.Tensor,
                      mask: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -342,12 +409,17 @@ class OcrEngine:
         cache, logits = self.prefill(prepared)
         prefill_seconds = time.perf_counter() - start
         rows = [self._row(ids, features, pages, options) for (ids, features), pages in zip(prepared, page_counts)]
+        if self.compile == "auto":
+            self._step_forward = self._forward_one  # until the output proves long (see AUTO_COMPILE_AFTER_STEPS)
         step_times: list[float] = []
         chosen: list[int] = []  # this step's token per row, fed back at the next step
         fed = None
         decode_start = time.perf_counter()
         with self.decode_kernels():
             for step in range(options.max_new_tokens):
+                if (step == AUTO_COMPILE_AFTER_STEPS and self._auto_compile_pays()
+                        and expected_remaining_steps(rows, options.max_new_tokens - step) >= AUTO_COMPILE_MIN_REMAINING):
+                    self._switch_to_compiled()
                 if step:  # step 0 reads the prefill's logits
                     for row, token in zip(rows, chosen):
                         row.feed(token)

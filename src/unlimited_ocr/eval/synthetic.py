@@ -229,7 +229,7 @@ def evaluate(spec, pages: list[int], docs: int = 4, modes: tuple[str, ...] = ("o
     base = runtime.build_engine(dataclasses.replace(spec, reference_pages=None))
     loaded = base.loaded
     engine = lambda attention: OcrEngine(loaded, attention=attention, window=spec.window,  # noqa: E731
-                                         compile=spec.compile and attention == "rswa")
+                                         compile=spec.compile_setting if attention == "rswa" else False)
     engines = {"one-pass": base, "per-page": base, "sliding": engine("rswa"), "full": engine("full")}
     config, level = data_config_for(loaded.source, level)
     if "twin" in modes:
