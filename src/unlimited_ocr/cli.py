@@ -210,11 +210,15 @@ def _add_data(subparsers) -> None:
 
 
 def _add_quantize(subparsers) -> None:
-    parser = subparsers.add_parser("quantize", help="write an int8 copy of a checkpoint (decoder and lm_head)",
-                                   description="Weight-only int8 (model/int8.py): the copy loads without building "
-                                               "float decoder weights and runs with --quantize implied.")
+    parser = subparsers.add_parser("quantize", help="write an int8 (or int4) copy of a checkpoint (decoder and lm_head)",
+                                   description="Weight-only int8 (model/int8.py) or group-wise int4 (model/int4.py): "
+                                               "the copy loads without building float decoder weights and runs "
+                                               "with --quantize implied.")
     parser.add_argument("model", help="checkpoint folder (default layout: config.json + model.safetensors)")
-    parser.add_argument("output", help="folder to write the int8 checkpoint to")
+    parser.add_argument("output", help="folder to write the quantized checkpoint to")
+    parser.add_argument("--scheme", choices=["int8", "int4"], default="int8",
+                        help="int8 (default): per-channel 8-bit; int4: 4-bit, groups of 64 (faster on a CPU, "
+                             "less exact)")
 
 
 def run_quantize(args: argparse.Namespace) -> int:
@@ -227,10 +231,10 @@ def run_quantize(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if Path(args.output).resolve() == Path(loaded.source).resolve():
-        print("error: write the int8 copy to another folder", file=sys.stderr)
+        print("error: write the quantized copy to another folder", file=sys.stderr)
         return 2
     if not is_quantized(loaded.model):
-        quantize_decoder(loaded.model)
+        quantize_decoder(loaded.model, scheme=args.scheme)
     out = save_int8_model(loaded, args.output)
     before = sum(path.stat().st_size for path in Path(loaded.source).glob("*.safetensors"))
     after = (out / "model.safetensors").stat().st_size

@@ -110,7 +110,7 @@ def test_parse_with_quantize_int8_end_to_end(tmp_path, tiny_checkpoint, capsys):
 def test_every_engine_command_takes_quantize(command, capsys):
     with pytest.raises(SystemExit) as exit_:
         main([*command, "--help"])
-    assert exit_.value.code == 0 and "--quantize {none,int8}" in capsys.readouterr().out
+    assert exit_.value.code == 0 and "--quantize {none,int8,int4}" in capsys.readouterr().out
 
 
 def test_quantize_command_round_trip_loads_without_float_decoder_weights(tmp_path, tiny_checkpoint, monkeypatch):

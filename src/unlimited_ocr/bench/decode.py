@@ -58,8 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run our R-SWA decode step under torch.compile (static shapes; the one-off compile "
                              "time is reported as the first step's latency, not hidden in the rates)")
     parser.add_argument("--quantize", default="none",
-                        help="comma list of none, int8: each engine runs once per weight format (int8: weight-only "
-                             "int8 decoder and lm_head, model/int8.py; rows carry a 'quantize' key)")
+                        help="comma list of none, int8, int4: each engine runs once per weight format (int8: "
+                             "weight-only int8 decoder and lm_head, model/int8.py; int4: 4-bit groups of 64, "
+                             "model/int4.py; rows carry a 'quantize' key)")
     parser.add_argument("--compile-mode", default=None, choices=["default", "reduce-overhead", "max-autotune"],
                         help="torch.compile mode with --compile (reduce-overhead: CUDA graphs on a GPU)")
 
@@ -129,11 +130,11 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
     loaded = load_model(checkpoint, device=device, dtype=dtype_from_name(dtype))
     load_peak_mb = peak_rss_mb()  # the load: ≤ 1.2x the weights above the imports is the target (weights_io.py)
     weight_mb = sum(t.nbytes for t in [*loaded.model.parameters(), *loaded.model.buffers()]) / 2**20
-    if quantize == "int8":
+    if quantize in ("int8", "int4"):
         from ..model.int8 import is_quantized, quantize_decoder
 
         if not is_quantized(loaded.model):  # the bench hands int8 runs an int8 copy (see run()); a model in memory
-            quantize_decoder(loaded.model)
+            quantize_decoder(loaded.model, scheme=quantize)
     attention = "full" if engine_name == "full" else "rswa"
     engine = OcrEngine(loaded, attention=attention, compile=compile_step and engine_name == "rswa",
                        compile_mode=compile_mode)
@@ -169,8 +170,9 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
     })
 
 
-def _quantize_worker(checkpoint: str, out: str, queue) -> None:
-    """In a child process (the float model's memory goes with it): the int8 copy, as `unlimited-ocr quantize`."""
+def _quantize_worker(checkpoint: str, out: str, scheme: str, queue) -> None:
+    """In a child process (the float model's memory goes with it): the quantized copy, as `unlimited-ocr
+    quantize --scheme SCHEME`, and its teacher-forced logit error against the float model."""
     from transformers.utils import logging as hf_logging
 
     from ..model.int8 import quantize_decoder, save_int8_model
@@ -180,7 +182,7 @@ def _quantize_worker(checkpoint: str, out: str, queue) -> None:
     hf_logging.set_verbosity_error()
     loaded = load_model(checkpoint, device="cpu", dtype=None)
     reference = teacher_forced_logits(loaded)
-    quantize_decoder(loaded.model)
+    quantize_decoder(loaded.model, scheme=scheme)
     error = float((teacher_forced_logits(loaded) - reference).norm() / reference.norm())
     queue.put({"path": str(save_int8_model(loaded, out)), "logits_error": error})
 
@@ -247,8 +249,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: unknown engine(s) {sorted(unknown)}", file=sys.stderr)
         return 2
     formats = [name.strip() for name in args.quantize.split(",") if name.strip()]
-    if not formats or set(formats) - {"none", "int8"}:
-        print(f"error: --quantize takes none and/or int8, not {args.quantize!r}", file=sys.stderr)
+    if not formats or set(formats) - {"none", "int8", "int4"}:
+        print(f"error: --quantize takes none, int8 and/or int4, not {args.quantize!r}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as folder:
         if args.checkpoint:
@@ -263,14 +265,15 @@ def run(args: argparse.Namespace) -> int:
                          f"{BENCH_PRESET.num_layers} layers)")
         cell = dict(device=args.device, dtype=args.dtype, compile_mode=args.compile_mode)
         weights = {"none": checkpoint}
-        int8_error = None
-        if "int8" in formats:  # what a user runs: `unlimited-ocr quantize` once, then the int8 folder
-            print("writing an int8 copy (unlimited-ocr quantize)...", file=sys.stderr, flush=True)
-            copy = run_isolated(_quantize_worker, checkpoint, str(Path(folder) / "int8"))
-            weights["int8"] = copy["path"]
-            int8_error = copy["logits_error"]
-            print(f"  int8 logits vs float32, teacher-forced over 256 positions: relative L2 error "
-                  f"{100 * int8_error:.2f}%", file=sys.stderr, flush=True)
+        logit_errors: dict[str, float] = {}
+        for scheme in [name for name in formats if name != "none"]:  # what a user runs: `unlimited-ocr quantize`
+            print(f"writing an {scheme} copy (unlimited-ocr quantize --scheme {scheme})...", file=sys.stderr,
+                  flush=True)
+            copy = run_isolated(_quantize_worker, checkpoint, str(Path(folder) / scheme), scheme)
+            weights[scheme] = copy["path"]
+            logit_errors[scheme] = copy["logits_error"]
+            print(f"  {scheme} logits vs float32, teacher-forced over 256 positions: relative L2 error "
+                  f"{100 * logit_errors[scheme]:.2f}%", file=sys.stderr, flush=True)
         positions = ([int(p) for p in args.positions.split(",") if p.strip()] if args.positions
                      else positions_for(args.tokens))
         rows, results = [], {}
@@ -312,10 +315,10 @@ def run(args: argparse.Namespace) -> int:
               f"{row['tok_per_s_cpu']:.1f} | {row['kv_bytes']:,} | {peak:.0f} | "
               f"{results[row['label']]['encode_s_per_page']} |")
     summary = summarize(rows, args.tokens, results, short)
-    if int8_error is not None:
-        summary["values"]["int8_logits_relative_l2"] = round(int8_error, 5)
-        summary["lines"].append(f"  int8 logits vs float32 (teacher-forced, 256 positions): relative L2 "
-                                f"{100 * int8_error:.2f}%")
+    for scheme, error in logit_errors.items():
+        summary["values"][f"{scheme}_logits_relative_l2"] = round(error, 5)
+        summary["lines"].append(f"  {scheme} logits vs float32 (teacher-forced, 256 positions): relative L2 "
+                                f"{100 * error:.2f}%")
     for line in summary["lines"]:
         print(line)
     if args.json:
@@ -341,7 +344,7 @@ def summarize(rows: list[dict], tokens: int, results: dict, short: dict | None) 
 
     first = min(256, tokens)
     lines, values = ["", "Ratios (this run):"], {}
-    for engine in ("rswa", "full", "transformers", "rswa+int8"):
+    for engine in ("rswa", "full", "transformers", "rswa+int8", "rswa+int4"):
         start, end = rate(engine, first), rate(engine, tokens)
         if start and end:
             values[f"{engine}_end_over_start"] = round(end / start, 3)
@@ -351,12 +354,13 @@ def summarize(rows: list[dict], tokens: int, results: dict, short: dict | None) 
         if ours and theirs:
             values[f"rswa_over_transformers_at_end_{label.replace(' ', '_')}"] = round(ours / theirs, 2)
             lines.append(f"  R-SWA engine / transformers generate() at {tokens} ({label}): {ours / theirs:.2f}x")
-    for key, label_ in (("tok_per_s", "wall"), ("tok_per_s_cpu", "CPU time")):
-        ours, theirs = rate("rswa+int8", tokens, key), rate("transformers", tokens, key)
-        if ours and theirs:
-            values[f"rswa_int8_over_transformers_at_end_{label_.replace(' ', '_')}"] = round(ours / theirs, 2)
-            lines.append(f"  R-SWA engine int8 / transformers generate() float at {tokens} ({label_}): "
-                         f"{ours / theirs:.2f}x ({ours:.2f} tok/s)")
+    for scheme in ("int8", "int4"):
+        for key, label_ in (("tok_per_s", "wall"), ("tok_per_s_cpu", "CPU time")):
+            ours, theirs = rate(f"rswa+{scheme}", tokens, key), rate("transformers", tokens, key)
+            if ours and theirs:
+                values[f"rswa_{scheme}_over_transformers_at_end_{label_.replace(' ', '_')}"] = round(ours / theirs, 2)
+                lines.append(f"  R-SWA engine {scheme} / transformers generate() float at {tokens} ({label_}): "
+                             f"{ours / theirs:.2f}x ({ours:.2f} tok/s)")
     for name, result in results.items():
         if result.get("load_peak_rss_mb") and result.get("weight_mb", 0) >= 256 and result.get("peak_gpu_mb") is None:
             added = result["load_peak_rss_mb"] - result["rss_before_load_mb"]
@@ -365,9 +369,10 @@ def summarize(rows: list[dict], tokens: int, results: dict, short: dict | None) 
             lines.append(f"  {name}: loading peaked at {result['load_peak_rss_mb']:.0f} MB RSS, "
                          f"{added:.0f} MB above the {result['rss_before_load_mb']:.0f} MB before it, for "
                          f"{result['weight_mb']:.0f} MB of weights = {ratio:.2f}x")
-    if "rswa+int8" in results:
-        values["rswa_int8_peak_rss_mb"] = round(results["rswa+int8"]["peak_rss_mb"], 1)
-        lines.append(f"  R-SWA int8 peak RSS: {results['rswa+int8']['peak_rss_mb']:.0f} MB")
+    for scheme in ("int8", "int4"):
+        if f"rswa+{scheme}" in results:
+            values[f"rswa_{scheme}_peak_rss_mb"] = round(results[f"rswa+{scheme}"]["peak_rss_mb"], 1)
+            lines.append(f"  R-SWA {scheme} peak RSS: {results[f'rswa+{scheme}']['peak_rss_mb']:.0f} MB")
     start, end = rate("rswa", first, "tok_per_s_cpu"), rate("rswa", tokens, "tok_per_s_cpu")
     if start and end:
         values["rswa_end_over_start_cpu"] = round(end / start, 3)

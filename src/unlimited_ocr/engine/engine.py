@@ -104,8 +104,8 @@ def decode_experts_kernel(config, checkpoint_kernel: str | None) -> str | None:
     matrices of 896 x 1280, 83 MB per token and layer, ~1 GB per token) the copies made our step 0.36x
     transformers' ``generate()`` (3.6 vs 10.2 tok/s, `bench decode --preset official --device cpu`, 2 threads): there
     the checkpoint's kernel, which reads each expert's weights in place, is kept. int8 experts (model/int8.py) read
-    in place already."""
-    if checkpoint_kernel == "int8":
+    in place already, and so do int4 ones (model/int4.py)."""
+    if checkpoint_kernel in ("int8", "int4"):
         return checkpoint_kernel
     top_k = getattr(config, "num_experts_per_tok", 0) or 0
     matrices = 3 * (getattr(config, "moe_intermediate_size", 0) or 0) * config.hidden_size

@@ -137,7 +137,10 @@ def int8_experts_forward(self: nn.Module, hidden_states: torch.Tensor, top_k_ind
 def _register() -> None:
     from transformers.integrations.moe import ExpertsInterface
 
+    from .int4 import int4_experts_forward
+
     ExpertsInterface.register(EXPERTS_IMPLEMENTATION, int8_experts_forward)
+    ExpertsInterface.register("int4", int4_experts_forward)
 
 
 def _quantize_experts(experts: nn.Module, empty: bool = False) -> None:
@@ -157,16 +160,25 @@ def _quantize_experts(experts: nn.Module, empty: bool = False) -> None:
         experts.register_buffer(f"{short}_scale", scales)
 
 
-def quantize_decoder(model: nn.Module, empty: bool = False) -> nn.Module:
-    """Quantize ``UnlimitedOcrForConditionalGeneration``'s decoder and ``lm_head`` to int8 weights, in place.
-    ``empty``: build the int8 structure only, on the meta device, for :func:`load_int8_model` to fill."""
-    _register()
+SCHEMES = ("int8", "int4")  # int4: group-wise 4-bit weights (model/int4.py), the same places, another kernel
 
-    def convert(linear: nn.Linear) -> Int8Linear:
+
+def quantize_decoder(model: nn.Module, empty: bool = False, scheme: str = "int8") -> nn.Module:
+    """Quantize ``UnlimitedOcrForConditionalGeneration``'s decoder and ``lm_head`` to ``scheme`` weights, in place.
+    ``empty``: build the quantized structure only, on the meta device, for :func:`load_int8_model` to fill."""
+    from . import int4
+
+    if scheme not in SCHEMES:
+        raise ValueError(f"quantization scheme must be one of {SCHEMES}, not {scheme!r}")
+    _register()
+    def convert(linear: nn.Linear) -> nn.Module:
+        # int4: a layer the int4 kernel cannot tile (a small vocabulary's lm_head) keeps int8 weights.
+        use_int4 = scheme == "int4" and int4.int4_compatible(linear.out_features, linear.in_features)
+        linear_class = int4.Int4Linear if use_int4 else Int8Linear
         if not empty:
-            return Int8Linear.from_linear(linear)
+            return linear_class.from_linear(linear)
         with torch.device("meta"):
-            return Int8Linear(linear.in_features, linear.out_features, bias=linear.bias is not None)
+            return linear_class(linear.in_features, linear.out_features, bias=linear.bias is not None)
 
     language_model = model.model.language_model
     for module in list(language_model.modules()):
@@ -174,15 +186,18 @@ def quantize_decoder(model: nn.Module, empty: bool = False) -> nn.Module:
             if isinstance(child, nn.Linear):
                 setattr(module, child_name, convert(child))
             elif hasattr(child, "gate_up_proj") and hasattr(child, "down_proj") and hasattr(child, "num_experts"):
-                _quantize_experts(child, empty=empty)
-    language_model.config._experts_implementation = EXPERTS_IMPLEMENTATION
+                if scheme == "int8":
+                    _quantize_experts(child, empty=empty)
+                else:
+                    int4.quantize_experts_int4(child, empty=empty)
+    language_model.config._experts_implementation = scheme  # "int8" / "int4": registered with transformers' hook
     if isinstance(model.lm_head, nn.Linear):  # if tied to the embedding, the embedding keeps the float copy
         model.lm_head = convert(model.lm_head)
     # The vision encoder in bfloat16: at the official shapes it encodes a 1024² page in 3.4 s instead of 9.9 s on
     # 2 cores (AVX-512 BF16) with half the weight and activation memory; its features differ by 1.4% (relative L2).
     model.model.vision_tower.to(ENCODER_DTYPE)
     model.model.multi_modal_projector.to(ENCODER_DTYPE)
-    model.config.unlimited_ocr_quantization = "int8"  # saved in config.json: the loader builds the int8 structure
+    model.config.unlimited_ocr_quantization = scheme  # saved in config.json: the loader builds the same structure
     return model
 
 
@@ -217,7 +232,8 @@ def load_int8_model(folder: str | Path, config) -> nn.Module:
     config._attn_implementation = "sdpa"
     with torch.device("meta"):
         model = UnlimitedOcrForConditionalGeneration(config)
-    quantize_decoder(model, empty=True)
+    scheme = getattr(config, "unlimited_ocr_quantization", "int8")
+    quantize_decoder(model, empty=True, scheme=scheme)
     state = read_safetensors(Path(folder) / "model.safetensors")
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     _restore_non_persistent_buffers(model)
@@ -225,7 +241,7 @@ def load_int8_model(folder: str | Path, config) -> nn.Module:
     if unexpected or left:
         raise ValueError(f"{folder}: not an int8 checkpoint of this model (missing {sorted(left)[:5]}, "
                          f"unexpected {sorted(unexpected)[:5]})")
-    model.model.language_model.config._experts_implementation = EXPERTS_IMPLEMENTATION
+    model.model.language_model.config._experts_implementation = scheme
     return model.eval()
 
 
@@ -241,7 +257,7 @@ def _restore_non_persistent_buffers(model: nn.Module) -> None:
 
 
 def is_quantized(model: nn.Module) -> bool:
-    return getattr(model.config, "unlimited_ocr_quantization", None) == "int8"
+    return getattr(model.config, "unlimited_ocr_quantization", None) in SCHEMES
 
 
 def vision_dtype(model: nn.Module) -> torch.dtype:

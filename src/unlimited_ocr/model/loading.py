@@ -157,11 +157,11 @@ def load_model(
             # config keeps its placeholder window (the class requires one); the layer types decide the attention.
             text = config.text_config
             text.layer_types = ["full_attention"] * text.num_hidden_layers
-        if getattr(config, "unlimited_ocr_quantization", None) == "int8":  # written by `unlimited-ocr quantize`
+        if getattr(config, "unlimited_ocr_quantization", None) in ("int8", "int4"):  # `unlimited-ocr quantize`
             from .int8 import load_int8_model
 
             if dtype != torch.float32 or not Path(source).is_dir():
-                raise ValueError(f"{source}: an int8 checkpoint runs from a local folder with float32 activations "
+                raise ValueError(f"{source}: a quantized checkpoint runs from a local folder with float32 activations "
                                  "(--dtype float32, the CPU default)")
             network_model = load_int8_model(source, config)
         else:
