@@ -217,8 +217,8 @@ def _add_quantize(subparsers) -> None:
     parser.add_argument("model", help="checkpoint folder (default layout: config.json + model.safetensors)")
     parser.add_argument("output", help="folder to write the quantized checkpoint to")
     parser.add_argument("--scheme", choices=["int8", "int4"], default="int8",
-                        help="int8 (default): per-channel 8-bit; int4: 4-bit, groups of 64 (faster on a CPU, "
-                             "less exact)")
+                        help="int8 (default): per-channel 8-bit; int4: 4-bit routed experts in groups of 64, "
+                             "int8 elsewhere (faster on a CPU)")
 
 
 def run_quantize(args: argparse.Namespace) -> int:

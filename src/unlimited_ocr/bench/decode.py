@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "time is reported as the first step's latency, not hidden in the rates)")
     parser.add_argument("--quantize", default="none",
                         help="comma list of none, int8, int4: each engine runs once per weight format (int8: "
-                             "weight-only int8 decoder and lm_head, model/int8.py; int4: 4-bit groups of 64, "
+                             "weight-only int8 decoder and lm_head, model/int8.py; int4: 4-bit routed experts, "
                              "model/int4.py; rows carry a 'quantize' key)")
     parser.add_argument("--compile-mode", default=None, choices=["default", "reduce-overhead", "max-autotune"],
                         help="torch.compile mode with --compile (reduce-overhead: CUDA graphs on a GPU)")

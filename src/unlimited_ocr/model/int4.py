@@ -1,9 +1,9 @@
-"""Weight-only int4 for CPUs: group-wise asymmetric 4-bit weights through PyTorch's int4 kernel.
+"""Group-wise 4-bit weights for the routed experts (``--quantize int4``), through PyTorch's CPU int4 kernel.
 
 At one token per step the int8 kernel streams an uncached 1792 x 1280 expert matrix at 6-7 GB/s on this project's
 2-core CPU; ``_weight_int4pack_mm_for_cpu`` reads half the bytes and is ~3x faster there (126 against 376 us in one
-micro-run, group 64). Same places as int8 (model/int8.py: every decoder linear layer, the routed experts through
-transformers' experts hook, ``lm_head``; the vision tower in bfloat16), another format:
+micro-run, group 64). The routed experts are most of what a decode step reads, and the only weights whose int4
+rounding leaves the logits where int8 leaves them (model/int8.py, ``quantize_decoder``: the rest stays int8):
 
 * a weight ``(N, K)`` is cut into groups of ``GROUP_SIZE`` along K; each group has a scale ``s`` and a zero ``z``
   and holds ``q`` in 0..15, the kernel's convention being ``w = (q - 8) * s + z`` (checked by
@@ -26,11 +26,6 @@ def group_size_for(columns: int) -> int:
         if columns % size == 0:
             return size
     raise ValueError(f"int4 needs in_features divisible by 32, not {columns}")
-
-
-def int4_compatible(out_features: int, in_features: int) -> bool:
-    """The CPU kernel packs rows in tiles of 16 and groups columns by 32 or more."""
-    return out_features % 16 == 0 and in_features % 32 == 0
 
 
 def _group_of(packed: torch.Tensor, scales_and_zeros: torch.Tensor) -> int:
@@ -73,34 +68,6 @@ def int4_matmul(inputs: torch.Tensor, packed: torch.Tensor, scales_and_zeros: to
                                                         _group_of(packed, scales_and_zeros),
                                                         scales_and_zeros)  # (M, N)
     return output.to(inputs.dtype).reshape(*shape[:-1], packed.shape[0])
-
-
-class Int4Linear(nn.Module):
-    """``nn.Linear`` with packed int4 weights (buffers, so they save and load)."""
-
-    def __init__(self, in_features: int, out_features: int, bias: bool = False):
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        self.register_buffer("weight_int4", torch.zeros(out_features, in_features // 2, dtype=torch.uint8))
-        self.register_buffer("weight_scales_zeros", torch.zeros(in_features // group_size_for(in_features),
-                                                                out_features, 2, dtype=ACTIVATION_DTYPE))
-        self.bias = nn.Parameter(torch.zeros(out_features), requires_grad=False) if bias else None
-
-    @classmethod
-    def from_linear(cls, linear: nn.Linear) -> Int4Linear:
-        module = cls(linear.in_features, linear.out_features, bias=linear.bias is not None)
-        module.weight_int4, module.weight_scales_zeros = quantize_weight_int4(linear.weight)
-        if linear.bias is not None:
-            module.bias = nn.Parameter(linear.bias.detach().float(), requires_grad=False)
-        return module
-
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        output = int4_matmul(inputs, self.weight_int4, self.weight_scales_zeros)
-        return output if self.bias is None else output + self.bias.to(output.dtype)
-
-    def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"group={group_size_for(self.in_features)}")
 
 
 def int4_experts_forward(self: nn.Module, hidden_states: torch.Tensor, top_k_index: torch.Tensor,

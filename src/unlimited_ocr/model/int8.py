@@ -171,15 +171,17 @@ def quantize_decoder(model: nn.Module, empty: bool = False, scheme: str = "int8"
     if scheme not in SCHEMES:
         raise ValueError(f"quantization scheme must be one of {SCHEMES}, not {scheme!r}")
     _register()
-    def convert(linear: nn.Linear) -> nn.Module:
-        # int4: a layer the int4 kernel cannot tile (a small vocabulary's lm_head) keeps int8 weights.
-        use_int4 = scheme == "int4" and int4.int4_compatible(linear.out_features, linear.in_features)
-        linear_class = int4.Int4Linear if use_int4 else Int8Linear
-        if not empty:
-            return linear_class.from_linear(linear)
-        with torch.device("meta"):
-            return linear_class(linear.in_features, linear.out_features, bias=linear.bias is not None)
 
+    def convert(linear: nn.Linear) -> nn.Module:
+        if not empty:
+            return Int8Linear.from_linear(linear)
+        with torch.device("meta"):
+            return Int8Linear(linear.in_features, linear.out_features, bias=linear.bias is not None)
+
+    # int4 is for the routed experts only (most of the bytes a decode step reads: 6 x 3 matrices per layer); every
+    # nn.Linear (attention, shared experts, the dense MLP, lm_head) keeps int8. Teacher-forced logits of a 3-layer
+    # model of the official shapes, against float32: int8 everywhere 2.50%, int4 routed experts 2.58%, int4 for the
+    # shared experts and dense MLP too 15.0%, int4 everywhere 23.9%.
     language_model = model.model.language_model
     for module in list(language_model.modules()):
         for child_name, child in list(module.named_children()):
