@@ -41,4 +41,4 @@ def test_decode_bench_runs_each_engine_per_weight_format(tmp_path, tiny_checkpoi
     assert "rswa_int8_over_transformers_at_end_wall" in data["summary"]
     printed = capsys.readouterr().out
     assert "| rswa | int8 |" in printed and "R-SWA engine int8 / transformers generate() float" in printed
-    assert main(["bench", "decode", "--quantize", "int4", "--checkpoint", str(tiny_checkpoint)]) == 2
+    assert main(["bench", "decode", "--quantize", "int3", "--checkpoint", str(tiny_checkpoint)]) == 2
