@@ -25,29 +25,30 @@ def run_isolated(target, *args):
         process.join()
 
 
-def current_rss_mb() -> float:
-    """This process's resident size now (``VmRSS``), in MB; 0 where /proc is not available."""
+def _status_mb(field: str) -> float | None:
+    """A memory field of /proc/self/status (``VmRSS``, ``VmHWM``) in MB; None where /proc is not available."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
-    return 0.0
+    return None
+
+
+def current_rss_mb() -> float:
+    """This process's resident size now (``VmRSS``), in MB; 0 where /proc is not available."""
+    return _status_mb("VmRSS") or 0.0
 
 
 def peak_rss_mb() -> float:
     """This process's own peak RSS in MB (``VmHWM``). Not ``ru_maxrss``: a child started by fork + exec inherits
     its parent's resident size at the fork in that figure (a bench parent that built a 12 GB model once made every
     cell report 11,848 MB), while ``VmHWM`` belongs to the memory map the exec created."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
+    peak = _status_mb("VmHWM")
+    if peak is not None:
+        return peak
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
