@@ -173,6 +173,10 @@ def _add_bench(subparsers) -> None:
                               "pages/s at the start and the end, KV bytes"))
 
     add_serve_bench(bench.add_parser("serve", help="load test of the HTTP server: latency, tokens/s, server memory"))
+    from .bench.encode import add_arguments as add_encode
+
+    add_encode(bench.add_parser("encode", help="seconds per page through the vision tower: transformers' SAM "
+                                "attention against ours (same features)"))
 
 
 def _add_serve(subparsers) -> None:
@@ -274,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
             from .bench.serve import run as run_bench
         elif args.bench_command == "book":
             from .bench.book import run as run_bench
+        elif args.bench_command == "encode":
+            from .bench.encode import run as run_bench
         else:
             from .bench.long_horizon import run as run_bench
         code = run_bench(args)

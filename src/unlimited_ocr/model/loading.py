@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, GenerationConfig, PreTrainedTokenizerBase, UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration
 
+from . import sam_attention
 from .positions import PagePositions
 from .prompt import default_prompt
 from .weights_io import checkpoint_files, lazy_state_dict, sequential_loading
@@ -182,6 +183,7 @@ def load_model(
         hint = " (HF_HUB_OFFLINE=1: only local folders and the hub cache are used)" if offline else ""
         raise ModelNotFoundError(f"cannot load model {source!r}: {error}{hint}") from error
     network_model.to(device).eval()
+    sam_attention.install(network_model)  # the same numbers, faster encodes (model/sam_attention.py)
     sam = config.vision_config.sam_config
     image_size = int(sam.image_size if isinstance(sam.image_size, int) else sam.image_size[0])
     patch = int(sam.patch_size if isinstance(sam.patch_size, int) else sam.patch_size[0])
