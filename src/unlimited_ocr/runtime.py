@@ -38,7 +38,7 @@ class EngineSpec:
     attention: str | None = None  # "rswa" or "full"; None = what the checkpoint was trained with
     window: int | None = None  # R-SWA window n (generated tokens a token sees, itself included); None = checkpoint's
     # torch.compile the R-SWA decode step (with CUDA graphs on a GPU): True always, False never, None = where it
-    # pays (engine.py, AUTO_COMPILE_AFTER_STEPS: a decode that has written 4,096 tokens, 8,192 more expected)
+    # pays (engine.py, AUTO_COMPILE_AFTER_STEPS: a decode that has written 4,096 tokens, 12,288 more expected)
     compile: bool | None = None
     # One pass with only K pages in the reference, sliding over the document (engine/sliding.py); None = all pages.
     # Needs a checkpoint with page-anchored positions; checked once the model is loaded.
@@ -90,9 +90,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--window", type=int, default=None,
                        help="R-SWA window n: generated tokens each token sees (default: the checkpoint's)")
     group.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                       help="torch.compile the R-SWA decode step (a one-off 10-50 s compile, then ~2.5x the eager "
+                       help="torch.compile the R-SWA decode step (a one-off 10-50 s compile, then ~1.6x the eager "
                             "step on a CPU; with CUDA graphs on a GPU, ~6x at official shapes). Default: where it "
-                            "pays: a decode that has written 4,096 tokens and, at its rate per page, has 8,192 more "
+                            "pays: a decode that has written 4,096 tokens and, at its rate per page, has 12,288 more "
                             "to write switches to the compiled step (CPU with the small models' experts kernel, or CUDA; a C++ compiler "
                             "installed); --compile always, --no-compile never")
     group.add_argument("--reference-pages", type=int, default=None, metavar="K",

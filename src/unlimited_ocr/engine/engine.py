@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import torch
 from PIL import Image
 
+from ..model.experts import one_token_kernel
 from ..model.int8 import vision_dtype
 from ..model.loading import LoadedModel
 from ..model.preprocess import PagePixels, preprocess_page
@@ -141,13 +142,13 @@ class LazyFeatures:
 
 # compile="auto": a decode that has already produced AUTO_COMPILE_AFTER_STEPS tokens and is expected to run
 # AUTO_COMPILE_MIN_REMAINING more (its tokens per page so far, times the pages still to read) switches to the
-# compiled R-SWA step. Measured on this project's 2-core CPU (bench
-# decode --pages 10 --tokens 8192, tiny bench model, 2026-12-04): 184 tok/s eager, 453 compiled, a 12 s compile,
-# so a compile pays after ~3,800 more tokens. Estimated from the output so far, not from the budget: budgets
-# overestimate (2,048 per page by default; the bundled model writes ~50 per card), and a short output must never
-# pay a compile.
+# compiled R-SWA step. Measured on this project's 2-core CPU (bench decode --pages 10 --tokens 8192, tiny bench
+# model, one thread, 2026-12-05, with the one-token experts kernel of model/experts.py): 251-327 tok/s eager,
+# 474-484 compiled, a compile of ~12 s cold (2.7 s from inductor's cache), so a compile pays after ~10,000 more
+# tokens. Estimated from the output so far, not from the budget: budgets overestimate (2,048 per page by default;
+# the bundled model writes ~50 per card), and a short output must never pay a compile.
 AUTO_COMPILE_AFTER_STEPS = 4_096
-AUTO_COMPILE_MIN_REMAINING = 8_192
+AUTO_COMPILE_MIN_REMAINING = 12_288
 
 
 def expected_remaining_steps(rows: Sequence[DecodeRow], budget_left: int) -> int:
@@ -182,6 +183,13 @@ class OcrEngine:
         self.additive_masks = self.model.config._attn_implementation == "eager"
         self.prefill_experts = getattr(self.language_model.config, "_experts_implementation", None)
         self.decode_experts = decode_experts_kernel(self.language_model.config, self.prefill_experts)
+        # The eager step on a CPU: k matrix-vector products per MoE layer when the batch is one row, the kernel above
+        # for more (model/experts.py; 4.5x faster MoE layers on the tiny model). Not on CUDA (reading the router's
+        # choice back would sync every layer), not for int8/int4 (their kernels have their own one-token path), and
+        # not in a compiled step (its .tolist() breaks the graph: the compiled step keeps decode_experts).
+        self.eager_decode_experts = self.decode_experts
+        if loaded.device.type == "cpu" and self.decode_experts not in ("int8", "int4"):
+            self.eager_decode_experts = one_token_kernel(self.decode_experts)
         if compile not in (False, True, "auto"):
             raise ValueError(f"compile must be True, False or 'auto', not {compile!r}")
         # "auto": the compiled step once a decode proves long enough to repay the compile (AUTO_COMPILE_AFTER_STEPS),
@@ -202,16 +210,24 @@ class OcrEngine:
 
     def _auto_compile_pays(self) -> bool:
         """Where the compiled step was measured to pay: on a GPU (CUDA graphs, 6.3x at the official shapes), and on
-        a CPU with the graph-friendly batched_mm experts kernel (2.5x on the tiny model; the in-place kernel of the
-        official shapes loops over experts in Python, so its compiled step is unmeasured and left eager)."""
+        a CPU with the graph-friendly batched_mm experts kernel (1.6x the eager step on the tiny model; the in-place
+        kernel of the official shapes loops over experts in Python, so its compiled step is unmeasured: eager)."""
         if self.compile != "auto" or self._compile_failed or not compiler_available():
             return False
         return self.loaded.device.type == "cuda" or self.decode_experts == "batched_mm"
 
+    def _step_experts(self) -> str | None:
+        """The MoE kernel of the step function in use (see eager_decode_experts)."""
+        return self.eager_decode_experts if self._step_forward == self._forward_one else self.decode_experts
+
+    def _use_step_experts(self) -> None:
+        self.language_model.config._experts_implementation = self._step_experts()
+
     def _switch_to_compiled(self) -> None:
-        logger.warning("note: a long decode: compiling the decode step (one-off, about 10-50 s on a CPU, then ~2.5x "
+        logger.warning("note: a long decode: compiling the decode step (one-off, about 10-50 s on a CPU, then ~1.6x "
                        "faster; --no-compile skips it)")
         self._step_forward = self._compiled()
+        self._use_step_experts()
 
     # -- pages -> visual features ------------------------------------------------------------------------------
     def preprocess(self, image: Image.Image, mode: str = "base") -> PagePixels:
@@ -322,7 +338,7 @@ class OcrEngine:
         kernel: gathering weights for thousands of prompt tokens would cost gigabytes."""
         config = self.language_model.config
         previous = getattr(config, "_experts_implementation", None)
-        config._experts_implementation = self.decode_experts
+        config._experts_implementation = self._step_experts()
         try:
             yield
         finally:
@@ -345,7 +361,7 @@ class OcrEngine:
         """One token per row: ``tokens``/``positions`` ``(B, 1)`` -> next-token logits ``(B, V)``."""
         cache.advance()
         mask = self._masks(cache.step_mask())
-        if self._step_forward is self._forward_one or self.compile is True:
+        if self._step_forward == self._forward_one or self.compile is True:
             return self._step_forward(cache, tokens, positions, mask)
         try:
             return self._step_forward(cache, tokens, positions, mask)
@@ -356,6 +372,7 @@ class OcrEngine:
                            type(error).__name__, str(error).splitlines()[0][:200] if str(error) else "")
             self._compile_failed = True
             self._step_forward = self._forward_one
+            self._use_step_experts()
             return self._forward_one(cache, tokens, positions, mask)
 
     def _forward_one(self, cache: RSWACache, tokens: torch.Tensor, positions: torch.Tensor,
