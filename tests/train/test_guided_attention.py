@@ -66,3 +66,28 @@ def test_guided_loss_equals_minus_log_attention_weight(make_config):
     expected = sum(-torch.log(weights[rows, 0, positions, keys]).sum() for weights in attentions)
     torch.testing.assert_close(out["guide_sum"], expected.to(out["guide_sum"].dtype), rtol=1e-4, atol=1e-3)
     assert int(out["guide_count"]) == len(keys) * len(attentions) > 0
+
+
+def test_prefix_advances_equal_every_prefix_length():
+    """The O(n) prefix advances (cached characters and kerning pairs) equal PIL's length of every prefix, in the
+    fonts the data uses, kerned pairs included."""
+    import random
+
+    from unlimited_ocr.data.fonts import BOLD, FAMILIES, REGULAR, load_font
+    from unlimited_ocr.train.batch import prefix_advances
+
+    rng = random.Random(0)
+    texts = ["AVAWAYToTaWaVoLT", "Kerning: \"fi\" ff, 1,234.56; (x) AV Yo", "office affluent WAVE typography"]
+    checked = 0
+    for family in FAMILIES[:6]:
+        for style in (REGULAR, BOLD):
+            try:
+                font = load_font(family, style, rng.randint(9, 40))
+            except (ValueError, OSError):
+                continue
+            for text in texts + ["".join(rng.choice(texts[1] + texts[2]) for _ in range(50))]:
+                expected = [font.getlength(text[:end]) for end in range(len(text) + 1)]
+                assert prefix_advances(font, text) == expected
+                assert prefix_advances(font, text) == expected  # again, from the cache
+                checked += 1
+    assert checked >= 8
