@@ -13,6 +13,8 @@ sample = heldout_document(config, pages=3, seed=2026)
 pages = [page.convert("RGB") for page in sample.images]
 pages[0].save("out/demo/demo.pdf", save_all=True, append_images=pages[1:])
 open("out/demo/demo.truth.md", "w").write(sample.target)
+import json
+json.dump(sample.page_targets, open("out/demo/demo.truth.pages.json", "w"))
 print(f"wrote out/demo/demo.pdf ({len(pages)} pages) and its ground truth out/demo/demo.truth.md")
 PY
 status=0
@@ -20,3 +22,32 @@ status=0
 echo "transcription: out/demo/demo.md (JSON: out/demo/demo.json); ground truth: out/demo/demo.truth.md"
 [ "$status" = 1 ] && echo "note: some pages are marked as failed in demo.md (the model stopped before them)"
 [ "$status" -le 1 ] || exit "$status"
+# Accuracy beside the CPU peer: whitespace-collapsed CER per page (eval/pdf_text.py's measure), the bundled model's
+# transcription and, when installed, Tesseract 5 on the same page images.
+.venv/bin/python - <<'PY'
+import json, re, shutil, tempfile
+from pathlib import Path
+
+import pypdfium2
+
+from unlimited_ocr.eval.pdf_text import cer, markdown_to_plain, page_edit, tesseract_text
+
+truths = [markdown_to_plain(page) for page in json.load(open("out/demo/demo.truth.pages.json"))]
+pages = re.split(r"<!-- page \d+ -->", Path("out/demo/demo.md").read_text())[1:]
+ours = [page_edit(truth, markdown_to_plain(page)) for truth, page in zip(truths, pages)]
+lines = [f"bundled model: CER {cer(sum(d for d, _ in ours), sum(n for _, n in ours)):.4f} "
+         f"({sum(d for d, _ in ours)} edits / {sum(n for _, n in ours)} characters, {len(ours)} pages)"]
+if shutil.which("tesseract"):
+    document = pypdfium2.PdfDocument("out/demo/demo.pdf")
+    edits, seconds = [], 0.0
+    with tempfile.TemporaryDirectory() as work:
+        for index, truth in enumerate(truths):
+            text, took = tesseract_text(document[index].render(scale=1).to_pil().convert("RGB"), Path(work))
+            edits.append(page_edit(truth, text))
+            seconds += took
+    lines.append(f"Tesseract 5:   CER {cer(sum(d for d, _ in edits), sum(n for _, n in edits)):.4f} "
+                 f"({sum(d for d, _ in edits)} edits, {seconds / len(truths):.2f} s/page)")
+else:
+    lines.append("Tesseract: not installed (apt-get install tesseract-ocr tesseract-ocr-eng) - no comparison")
+print("\n".join(lines))
+PY
