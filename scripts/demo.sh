@@ -7,13 +7,13 @@ bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 mkdir -p out/demo
 .venv/bin/python - <<'PY'
+import json
 from unlimited_ocr.bench.long_horizon import heldout_document, load_data_config
 config = load_data_config(None)  # the page settings the bundled model was trained on
 sample = heldout_document(config, pages=3, seed=2026)
 pages = [page.convert("RGB") for page in sample.images]
 pages[0].save("out/demo/demo.pdf", save_all=True, append_images=pages[1:])
 open("out/demo/demo.truth.md", "w").write(sample.target)
-import json
 json.dump(sample.page_targets, open("out/demo/demo.truth.pages.json", "w"))
 print(f"wrote out/demo/demo.pdf ({len(pages)} pages) and its ground truth out/demo/demo.truth.md")
 PY

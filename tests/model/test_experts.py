@@ -9,7 +9,8 @@ from unlimited_ocr.model.loading import load_model
 
 
 def _moe_experts(model):
-    return next(module for module in model.modules() if hasattr(module, "gate_up_proj") and module.gate_up_proj.dim() == 3)
+    return next(module for module in model.modules()
+                if hasattr(module, "gate_up_proj") and module.gate_up_proj.dim() == 3)
 
 
 @pytest.fixture(scope="module")

@@ -41,7 +41,8 @@ def _supported(module: nn.Module) -> bool:
     """The fused layout this kernel reads: [gate; up] rows, (out, in) matrices, no biases or post-norms."""
     return (getattr(module, "has_gate", False) and getattr(module, "is_concatenated", True)
             and not getattr(module, "has_bias", False) and not getattr(module, "is_transposed", False)
-            and not getattr(module, "has_post_expert_norm", False) and not getattr(module, "_is_expert_parallel", False))
+            and not getattr(module, "has_post_expert_norm", False)
+            and not getattr(module, "_is_expert_parallel", False))
 
 
 def make_one_token_forward(fallback: str | None):

@@ -34,8 +34,8 @@ def prefix_advances(font, text: str) -> list[float]:
 
     The fonts use PIL's BASIC layout (data/fonts.py): a string's length is the sum of its glyph advances plus the
     kerning of each adjacent pair, in FreeType's 26.6 fixed point, so ``length(prev + char) - length(prev)`` is
-    exactly what ``char`` adds after ``prev`` (tests/train/test_guided_attention.py checks equality with the prefix lengths).
-    Measuring every prefix directly is quadratic in the line and was ~8% of a CPU training step."""
+    exactly what ``char`` adds after ``prev`` (tests/train/test_guided_attention.py checks equality with the prefix
+    lengths). Measuring every prefix directly is quadratic in the line and was ~8% of a CPU training step."""
     cache = font.__dict__.setdefault("_uocr_lengths", {})
     if len(cache) > ADVANCE_CACHE_LIMIT:
         cache.clear()
