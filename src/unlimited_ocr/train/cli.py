@@ -83,6 +83,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--sam-patch", type=int, default=None)
     add("--hidden", type=int, default=None, help="decoder hidden size")
     add("--layers", type=int, default=None, help="decoder layers")
+    add("--sam-hidden", type=int, default=None, help="SAM width (the windowed ViT on the patches)")
+    add("--sam-layers", type=int, default=None, help="SAM blocks")
+    add("--sam-neck", type=int, default=None, help="SAM neck output channels (before the two stride-2 convs)")
+    add("--vision-hidden", type=int, default=None,
+        help="CLIP width; the stride-2 convs widen the neck to it (vision_hidden / 2, then vision_hidden)")
+    add("--vision-layers", type=int, default=None, help="CLIP blocks")
     add("--threads", type=int, default=None, help="torch threads per process (0 = cpus / processes)")
     add("--device", default=None, help="cpu, cuda or auto (default cpu); a resumed run may change it")
     add("--workers", type=int, default=None,
@@ -97,6 +103,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--data-seed", type=int, default=None,
         help="seed of the training pages (a continued stage can see new pages); the held-out pages do not depend on it")
     add("--init-from", default=None, help="start from an exported model folder or a run checkpoint folder (fine-tuning; a checkpoint also brings the auxiliary heads)")
+    add("--init-partial", action="store_true",
+        help="with --init-from: load the weights whose shapes match (e.g. a trained decoder under a wider vision "
+             "tower); the rest start fresh")
     add("--no-resume", action="store_true", help="start over even if the run folder holds a checkpoint")
     add("--config-from", default=None, metavar="CONFIG_JSON",
         help="start from another run's config.json (a new stage with its settings); other flags override it")
@@ -141,7 +150,9 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         ("multi_fraction", "data"): args.multi_fraction,
         ("sliding_window", "model"): args.window, ("image_size", "model"): args.image_size,
         ("sam_patch_size", "model"): args.sam_patch, ("hidden_size", "model"): args.hidden,
-        ("num_layers", "model"): args.layers,
+        ("num_layers", "model"): args.layers, ("sam_hidden", "model"): args.sam_hidden,
+        ("sam_layers", "model"): args.sam_layers, ("sam_neck_channels", "model"): args.sam_neck,
+        ("vision_hidden", "model"): args.vision_hidden, ("vision_layers", "model"): args.vision_layers,
     }
     for (name, part), value in simple.items():
         if value is not None:
@@ -180,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     from .trainer import Trainer
 
     config = config_from_args(args)
-    trainer = Trainer(config, resume=not args.no_resume, init_from=args.init_from)
+    trainer = Trainer(config, resume=not args.no_resume, init_from=args.init_from, init_partial=args.init_partial)
     try:
         if args.export_only:
             if trainer.rank == 0:

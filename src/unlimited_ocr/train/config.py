@@ -40,7 +40,7 @@ class ModelSettings:
     # loaded, fatal from scratch: the vision branch starts dead).
     sam_init_std: float = 0.02
     sam_neck_channels: int = 16  # SAM neck output channels (the preset's 16)
-    vision_hidden: int = 64  # CLIP part; also the SAM neck's output channels
+    vision_hidden: int = 64  # CLIP width; the two stride-2 convs after the neck widen to vision_hidden / 2, then this
     vision_layers: int = 2
 
 

@@ -186,22 +186,36 @@ class TrainingModule(nn.Module):
         return out
 
 
-def load_weights_resizing_views(model: UnlimitedOcrForConditionalGeneration, state: dict[str, torch.Tensor]) -> list[str]:
+def load_weights_resizing_views(model: UnlimitedOcrForConditionalGeneration, state: dict[str, torch.Tensor],
+                                partial: bool = False) -> list[str]:
     """Load ``state`` into ``model``; SAM's absolute position grid is resized when the view size changed.
 
     A stage that trains at another ``image_size`` (e.g. 512-px crops, then 1536-px pages) keeps every weight: only
     ``pos_embed`` depends on the view size (windowed attention's relative tables depend on the window), and it is
     resized the way transformers resizes it at run time (bicubic, antialiased). Returns the resized names.
+
+    ``partial``: a model of another shape (e.g. a wider vision tower under a trained decoder) takes the weights whose
+    names and shapes match and keeps its fresh initialisation for the rest, which are printed. Without it any other
+    difference is an error, as ``load_state_dict`` says.
     """
     own = model.state_dict()
     resized = []
     state = dict(state)
-    for name, value in state.items():
-        if name in own and own[name].shape != value.shape and name.endswith("pos_embed") and value.dim() == 4:
+    for name, value in list(state.items()):
+        if name in own and own[name].shape != value.shape and name.endswith("pos_embed") and value.dim() == 4 \
+                and own[name].shape[-1] == value.shape[-1]:
             grid = F.interpolate(value.permute(0, 3, 1, 2).float(), size=tuple(own[name].shape[1:3]), mode="bicubic",
                                  align_corners=False, antialias=True)  # (1, C, H, W)
             state[name] = grid.permute(0, 2, 3, 1).to(value.dtype).contiguous()  # (1, H, W, C)
             resized.append(name)
+    if partial:
+        kept = {name: value for name, value in state.items() if name in own and own[name].shape == value.shape}
+        fresh = sorted(name for name in own if name not in kept)
+        if fresh:
+            print(f"init: {len(kept)} tensors loaded, {len(fresh)} start fresh: "
+                  + ", ".join(fresh[:8]) + (" ..." if len(fresh) > 8 else ""), flush=True)
+        model.load_state_dict(kept, strict=False)
+        return resized
     model.load_state_dict(state)
     return resized
 

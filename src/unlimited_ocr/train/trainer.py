@@ -85,7 +85,8 @@ def character_error_rate(references: list[str], hypotheses: list[str]) -> float:
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig, resume: bool = True, init_from: str | None = None):
+    def __init__(self, config: TrainConfig, resume: bool = True, init_from: str | None = None,
+                 init_partial: bool = False):
         self.config = config
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
@@ -108,7 +109,7 @@ class Trainer:
             from transformers import UnlimitedOcrForConditionalGeneration
 
             source = UnlimitedOcrForConditionalGeneration.from_pretrained(init_from)
-            load_weights_resizing_views(self.model, source.state_dict())
+            load_weights_resizing_views(self.model, source.state_dict(), partial=init_partial)
         if config.page_position_stride:
             # Saved with the model (config.json), so the engine and every export use the same rotary ids.
             self.model.config.page_position_stride = config.page_position_stride
@@ -122,7 +123,8 @@ class Trainer:
             guide_head=0 if config.guide_weight > 0 else None,
         )
         if init_checkpoint is not None:
-            load_weights_resizing_views(self.model, load_safetensors_file(str(init_checkpoint / "model.safetensors")))
+            load_weights_resizing_views(self.model, load_safetensors_file(str(init_checkpoint / "model.safetensors")),
+                                        partial=init_partial)
             for kind, head in (("ctc", self.module.ctc_head), ("grid", self.module.grid_head)):
                 if head is not None and (init_checkpoint / f"aux-{kind}.safetensors").exists():
                     load_safetensors_model(head, str(init_checkpoint / f"aux-{kind}.safetensors"))
