@@ -4,6 +4,7 @@
     unlimited-ocr data pdf-pairs /usr/share/doc/texlive-doc/ -o data/real-pdf --max-pages-per-pdf 30
     unlimited-ocr data pdf-pairs paper.pdf -o data/paper --pages 1-3 --dpi 144 --min-chars 200
     unlimited-ocr data pdf-pairs books/ -o data/books --multi-fraction 0.1 --max-doc-pages 20 --seed 0
+    unlimited-ocr data pdf-pairs /usr/share/doc/texlive-doc/ -o data/real-tiles --reflow-tile 512
 
 Writes, in the output folder DIR:
 
@@ -19,6 +20,13 @@ than 2% of its non-space characters outside the tokenizer's alphabet (other scri
 contains a special token. ``--max-pages-per-pdf N`` keeps one run of N consecutive pages of a longer PDF, at a
 position drawn from the seed and the PDF's path. data.jsonl and manifest.json are replaced atomically. A PDF that
 cannot be read prints one ``error:`` line and the others are still written; the exit status is then 1.
+
+``--reflow-tile PX`` writes, instead of whole pages, each page reflowed into square tiles of whole text lines
+(model/reflow.py, what a checkpoint with ``reflow_tile`` in its config reads): ``pages/<stem>-<hash8>-p0001-t01.png``,
+one single-page sample per tile, its text assembled from the characters the text layer places inside the tile's
+segments (data/reflow_pairs.py). A page whose tiles' texts, joined, are more than 20% off its text layer is skipped
+(``reflow-mismatch``: text drawn as paths, rotated pages, tables); a tile with under 20 characters is not a sample.
+The counts' ``pages_used`` then counts tiles.
 
 Read it back with ``unlimited_ocr.data.messages.load_messages_dataset(DIR)``.
 """
@@ -49,9 +57,13 @@ MIN_INK_PIXELS = 20
 RENDER_CHUNK = 8  # pages rendered at a time (bounded memory for long PDFs)
 
 # Skip reasons, in the order they are checked.
-RENDER_FAILED, BLANK, TOO_SHORT, FOREIGN, SPECIAL = (
-    "render-failed", "blank", "too-little-text", "foreign-characters", "special-token")
-REASONS = (RENDER_FAILED, BLANK, TOO_SHORT, FOREIGN, SPECIAL)
+RENDER_FAILED, BLANK, TOO_SHORT, FOREIGN, SPECIAL, REFLOW_MISMATCH = (
+    "render-failed", "blank", "too-little-text", "foreign-characters", "special-token", "reflow-mismatch")
+REASONS = (RENDER_FAILED, BLANK, TOO_SHORT, FOREIGN, SPECIAL, REFLOW_MISMATCH)
+# --reflow-tile: a page whose tiles' texts, joined, differ from its text layer by more than this (edits / layer
+# characters) is skipped: text drawn as paths, rotated pages, tables read by column (data/reflow_pairs.py).
+MAX_REFLOW_DISAGREEMENT = 0.2
+MIN_TILE_CHARS = 20  # a tile with less text (a lone page number) is not a sample
 
 
 @dataclass
@@ -201,11 +213,40 @@ def process_pdf(path: Path, out: Path, args: argparse.Namespace, alphabet: froze
             if reason is not None:
                 result.skipped[number] = reason
                 continue
+            if args.reflow_tile:
+                tiles = reflowed_tiles(path, number, image, texts[number], args)
+                if tiles is None:
+                    result.skipped[number] = REFLOW_MISMATCH
+                    continue
+                for index, (tile_image, tile_text) in enumerate(tiles):
+                    if len(tile_text) < MIN_TILE_CHARS or foreign_fraction(tile_text, alphabet) > MAX_FOREIGN_FRACTION:
+                        continue
+                    name = page_image_name(path, number).replace(".png", f"-t{index + 1:02d}.png")
+                    _save_png(tile_image, out / name)
+                    result.good.append(GoodPage(number, name, tile_text))
+                continue
             name = page_image_name(path, number)
             _save_png(image, out / name)
             result.good.append(GoodPage(number, name, texts[number]))
         pages.clear()
     return result
+
+
+def reflowed_tiles(path: Path, number: int, image: Image.Image, page_text: str,
+                   args: argparse.Namespace) -> list[tuple[Image.Image, str]] | None:
+    """The page as reflowed tiles with their texts; None when the tiles and the text layer disagree."""
+    from ..model.reflow import ReflowSettings, plan_reflow, render_tiles
+    from .reflow_pairs import page_characters, plausible, reflow_agreement, segment_texts, tile_texts
+
+    settings = ReflowSettings(tile=args.reflow_tile)
+    placements = plan_reflow(image, settings)
+    text, centres = page_characters(path, number, args.dpi)
+    if not plausible(placements, segment_texts(text, centres, placements)):
+        return None
+    texts = tile_texts(text, centres, placements)
+    if reflow_agreement(page_text, texts) > MAX_REFLOW_DISAGREEMENT:
+        return None
+    return list(zip(render_tiles(image, placements, settings), texts))
 
 
 def runs_of_consecutive_pages(good: list[GoodPage]) -> list[list[GoodPage]]:
@@ -271,6 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-doc-pages", type=int, default=20, help="pages of a multi-page sample, at most")
     parser.add_argument("--min-chars", type=int, default=200, help="skip pages with less text (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="draws of multi-page samples and page runs")
+    parser.add_argument("--reflow-tile", type=int, default=None, metavar="PX",
+                        help="write each page as reflowed tiles of PX pixels (model/reflow.py), one sample per tile "
+                             "with the text inside it, for checkpoints that read pages that way; no multi-page "
+                             "samples")
     return parser
 
 
@@ -287,6 +332,10 @@ def main(argv: list[str]) -> int:
         parser.error("--dpi must be >= 1, --min-chars >= 0, --multi-fraction in [0, 1), --max-doc-pages >= 1")
     if args.max_pages_per_pdf is not None and args.max_pages_per_pdf < 1:
         parser.error("--max-pages-per-pdf must be >= 1")
+    if args.reflow_tile is not None:
+        if args.reflow_tile < 64:
+            parser.error("--reflow-tile must be >= 64 pixels")
+        args.multi_fraction = 0.0  # tiles of one page are not pages of a document
 
     out = Path(args.output)
     (out / PAGES_DIR).mkdir(parents=True, exist_ok=True)
@@ -337,7 +386,8 @@ def main(argv: list[str]) -> int:
         "dpi": args.dpi,
         "settings": {"pages": args.pages, "max_pages_per_pdf": args.max_pages_per_pdf,
                      "multi_fraction": args.multi_fraction, "max_doc_pages": args.max_doc_pages,
-                     "min_chars": args.min_chars, "max_foreign_fraction": MAX_FOREIGN_FRACTION, "seed": args.seed},
+                     "min_chars": args.min_chars, "max_foreign_fraction": MAX_FOREIGN_FRACTION, "seed": args.seed,
+                     "reflow_tile": args.reflow_tile},
         "sources": [
             {"path": str(s.path), "sha256": s.sha256, "pages_total": s.pages_total,
              "pages_considered": len(s.pages_considered), "pages_used": len(s.good),

@@ -509,8 +509,13 @@ class OcrEngine:
     def parse(self, pages: Sequence[Image.Image], options: DecodeOptions | None = None, mode: str = "one-pass",
               on_token: TokenCallback | None = None, reference_pages: int | None = None) -> DocumentResult:
         """Transcribe one document: all pages in one pass, or (``mode="per-page"``) one decode per page.
-        ``reference_pages=K`` (one pass): hold only K pages in the reference at a time (engine/sliding.py)."""
+        ``reference_pages=K`` (one pass): hold only K pages in the reference at a time (engine/sliding.py).
+        A checkpoint with ``reflow_tile`` reads each page as tiles of whole lines, a decode per tile (reflowed.py)."""
         options = options or DecodeOptions()
+        if self.loaded.reflow_tile:  # a crop-trained checkpoint: each page read as tiles of whole lines
+            from .reflowed import parse_reflowed
+
+            return parse_reflowed(self, pages, options, on_token)
         if mode == "one-pass":
             return self.generate([pages], options, on_token, reference_pages=reference_pages)[0]  # pages: any sequence, read lazily
         if mode != "per-page":

@@ -101,6 +101,13 @@ class LoadedModel:
                              page_token_id=self.page_token_id)
 
     @property
+    def reflow_tile(self) -> int | None:
+        """Tile side when the checkpoint reads pages reflowed into tiles of whole lines (``reflow_tile`` in its
+        config.json: a model trained on crops at native resolution, model/reflow.py); None: one view per page."""
+        tile = getattr(self.model.config, "reflow_tile", None)
+        return int(tile) if tile else None
+
+    @property
     def trained_attention(self) -> str:
         """'rswa' or 'full': what the checkpoint's layers were configured with."""
         types = set(self.model.config.text_config.layer_types)

@@ -116,6 +116,10 @@ class TrainConfig:
     # from page k's cells as a single page's output is from its page. Written to the exported config.json as
     # ``page_position_stride``, so the engine decodes with the same ids. 0 = sequential ids (the official model).
     page_position_stride: int = 0
+    # Tile side with which the exported model reads pages (``reflow_tile`` in its config.json): each page reflowed
+    # into tiles of whole lines at native resolution (model/reflow.py), for a model trained on crops of that size.
+    # 0 = one view per page (the official scheme, and the bundled model's).
+    reflow_tile: int = 0
     # Auxiliary loss on the visual tokens (training only; its head is never exported), to make the model READ
     # early instead of learning the language first:
     #   "grid": each visual token predicts the characters drawn in its own cell (from the recorded layout);

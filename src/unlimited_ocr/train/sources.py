@@ -49,7 +49,7 @@ def data_config(config: TrainConfig, level: int) -> DataConfig:
     return with_curriculum_level(base, level)
 
 
-_PAGE_SUFFIX = re.compile(r"-p\d+$")  # data pdf-pairs names pages <pdf stem>-<hash>-p0001.png
+_PAGE_SUFFIX = re.compile(r"-p\d+(-t\d+)?$")  # pdf-pairs: <pdf stem>-<hash>-p0001.png, tiles <...>-p0001-t01.png
 
 
 def document_key(image_path: str) -> str:

@@ -113,6 +113,8 @@ class Trainer:
         if config.page_position_stride:
             # Saved with the model (config.json), so the engine and every export use the same rotary ids.
             self.model.config.page_position_stride = config.page_position_stride
+        if config.reflow_tile:  # likewise: the engine reads pages as reflowed tiles (engine/reflowed.py)
+            self.model.config.reflow_tile = config.reflow_tile
         self.queries = queries_per_side(self.model)
         self.image_size = int(self.model.config.vision_config.sam_config.image_size)
         window = None if config.attention == "full" else config.model.sliding_window

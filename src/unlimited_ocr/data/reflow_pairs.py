@@ -1,0 +1,117 @@
+"""Tile-level training pairs: a PDF page reflowed into tiles (model/reflow.py), each tile's text from the text layer.
+
+A checkpoint that reads pages as reflowed tiles trains best on exactly those tiles. The text of a tile is assembled
+from the characters the PDF's text layer places inside its line segments: pdfium gives every character a box; a
+character belongs to the segment whose page box holds its centre; a segment's characters are read in text-layer
+order (a space where the layer has white space or skips characters), segments are joined with newlines, one per
+row of the tile. Text outside every segment (figures, which reflow skips) is dropped.
+
+The plan comes from the page's pixels, the text from its layer, so they can disagree (text drawn as paths, math,
+tables read by column). :func:`reflow_agreement` measures it: the edit distance between a page's text layer and
+its tiles' texts joined, over the layer's length; ``pdf-pairs --reflow-tile`` keeps only pages that agree.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+from ..model.reflow import Placement
+
+_LINE_END_HYPHEN = "\ufffe"  # pdfium: the hyphen of a word broken at a line end
+
+
+def page_characters(path: str | Path, number: int, dpi: int) -> tuple[str, list[tuple[float, float] | None]]:
+    """The raw text layer of page ``number`` (1-based) and each character's box centre in pixels at ``dpi``
+    (None for generated characters without a box, such as line ends)."""
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(str(path))
+    try:
+        page = pdf[number - 1]
+        textpage = page.get_textpage()
+        try:
+            count = textpage.count_chars()
+            text = textpage.get_text_range(0, count) if count else ""
+            if len(text) != count:  # characters outside the BMP: index by index
+                text = "".join(textpage.get_text_range(index, 1)[:1] or " " for index in range(count))
+            height, factor = page.get_height(), dpi / 72.0
+            centres: list[tuple[float, float] | None] = []
+            for index in range(count):
+                left, bottom, right, top = textpage.get_charbox(index)
+                if right <= left and top <= bottom:
+                    centres.append(None)
+                else:
+                    centres.append(((left + right) / 2 * factor, (height - (top + bottom) / 2) * factor))
+        finally:
+            textpage.close()
+            page.close()
+    finally:
+        pdf.close()
+    return text, centres
+
+
+def _clean(char: str) -> str:
+    if char == _LINE_END_HYPHEN:
+        return "-"
+    char = unicodedata.normalize("NFKC", char)
+    return "".join(c for c in char if unicodedata.category(c)[0] != "C" and not c.isspace())
+
+
+def segment_texts(text: str, centres: list[tuple[float, float] | None], placements: list[Placement],
+                  slack: float = 1.5) -> list[str]:
+    """The text of each segment of a plan: the layer's characters whose box centre lies inside it, in layer order,
+    with a space where the layer has white space (or a line-end hyphen) between two of them."""
+    members: list[list[int]] = [[] for _ in placements]
+    for index, centre in enumerate(centres):
+        if centre is None or text[index].isspace():
+            continue
+        x, y = centre
+        for which, placement in enumerate(placements):
+            x0, y0, x1, y1 = placement.source
+            if x0 - slack <= x <= x1 + slack and y0 - slack <= y <= y1 + slack:
+                members[which].append(index)
+                break
+    lines = []
+    for indices in members:
+        pieces, previous = [], None
+        for index in indices:
+            char = _clean(text[index])
+            if not char:
+                continue
+            if previous is not None and index - previous > 1 and any(
+                    c.isspace() or c == _LINE_END_HYPHEN for c in text[previous + 1 : index]):
+                pieces.append(" ")
+            pieces.append(char)
+            previous = index
+        lines.append("".join(pieces).strip())
+    return lines
+
+
+def tile_texts(text: str, centres: list[tuple[float, float] | None], placements: list[Placement],
+               slack: float = 1.5) -> list[str]:
+    """The target text of each tile of a plan: its segments' texts, one line per segment."""
+    count = max((placement.tile for placement in placements), default=-1) + 1
+    lines: list[list[str]] = [[] for _ in range(count)]
+    for placement, line in zip(placements, segment_texts(text, centres, placements, slack)):
+        if line:
+            lines[placement.tile].append(line)
+    return ["\n".join(tile) for tile in lines]
+
+
+def plausible(placements: list[Placement], texts: list[str], min_glyph_width: float = 3.0) -> bool:
+    """Whether every segment's text could be drawn in its pixels: no more characters than its width (on the tile)
+    holds at ``min_glyph_width`` px each. Fails where the layer holds text that is not where the pixels are (text
+    drawn faint or hidden, a page whose ink the threshold missed)."""
+    return all(len(line) <= placement.target[2] / min_glyph_width + 2 for placement, line in zip(placements, texts))
+
+
+def reflow_agreement(page_text: str, tiles: list[str]) -> float:
+    """Edit distance between a page's (normalised) text layer and its tiles' texts, over the layer's length, both
+    whitespace-collapsed: 0 when the tiles carry the page's text in its order."""
+    from ..eval.metrics import edit_distance
+    from ..documents.text_layer import collapse_whitespace
+
+    truth = collapse_whitespace(page_text)
+    joined = collapse_whitespace(" ".join(tiles))
+    return edit_distance(truth, joined) / max(1, len(truth))

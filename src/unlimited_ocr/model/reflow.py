@@ -1,0 +1,210 @@
+"""Reflow: a page's text lines, at native resolution, re-laid in reading order onto square tiles the model can read.
+
+A small model reads body text only with enough pixels per glyph (x-height ~9-10 px at 144 dpi), and it reads the
+geometry it was trained on: square crops of a few hundred pixels holding whole lines of text. A page at 144 dpi is
+~1224 x 1584 px. Squeezing it into one view loses the glyphs; cutting it into square tiles cuts lines in two; a
+1536-px view is a geometry the crop-trained model never saw. Reflow keeps the pixels and the model's geometry:
+
+    page (grey) -> ink mask (Otsu) -> blocks in reading order (recursive XY-cut: columns, then rows)
+                -> text lines (blank rows between them) -> segments no wider than a tile (cut at word gaps)
+                -> segments stacked top to bottom onto tiles, left-aligned, one segment per row
+
+Each tile is then read as its own page and the tiles' texts are joined. A paragraph's wrapped lines are joined by
+spaces in the truth, so a segment per row reads out as the same running text. Layouts this does not recover:
+tables (columns are read one after another), figures (blocks much taller than a line are skipped), rotated text.
+The official checkpoint never goes through here: only a checkpoint whose config asks for it (``reflow_tile``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+
+@dataclass
+class ReflowSettings:
+    tile: int = 512  # tile side in px: the model's view size
+    margin: int = 12  # blank border of a tile, px
+    # A page is scaled so its median line (ink height, ascender to descender) lands in this range: the training
+    # fonts are 17-26 px (em), whose mixed-case lines have ink 16-25 px. 144-dpi body text is already there.
+    line_height: tuple[int, int] = (16, 25)
+    pitch: float = 1.3  # row pitch on a tile, multiple of the median line height (training: 1.0-1.4 of the font)
+    column_gap: int = 28  # px of blank column (at the page's scale) that separate two columns
+    column_lines: int = 3  # both sides of a column cut must hold at least this many text lines
+    word_gap: float = 0.3  # blank run, as a fraction of the line height, where a line may be cut
+    tall_line: float = 3.0  # a "line" taller than this many median lines is a figure: skipped
+
+
+def ink_mask(gray: np.ndarray) -> np.ndarray:
+    """Dark pixels of a grey page (Otsu's threshold; a blank page has no ink)."""
+    histogram = np.bincount(gray.ravel(), minlength=256).astype(np.float64)  # (256,)
+    total = histogram.sum()
+    levels = np.arange(256)
+    weight_dark = np.cumsum(histogram)
+    mean_dark = np.cumsum(histogram * levels)
+    weight_light = total - weight_dark
+    with np.errstate(divide="ignore", invalid="ignore"):
+        between = (mean_dark[-1] * weight_dark / total - mean_dark) ** 2 / (weight_dark * weight_light)
+    between[~np.isfinite(between)] = 0
+    threshold = int(np.argmax(between))
+    if histogram[: threshold + 1].sum() > 0.5 * total:  # mostly "dark": a blank or inverted page, no text to find
+        return np.zeros_like(gray, dtype=bool)
+    return gray <= threshold  # (H, W)
+
+
+def _runs(profile: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) runs of True in a 1-D boolean array."""
+    padded = np.concatenate([[False], profile, [False]])
+    changes = np.flatnonzero(padded[1:] != padded[:-1])
+    return list(zip(changes[::2].tolist(), changes[1::2].tolist()))
+
+
+def _lines_of(ink: np.ndarray, y0: int, y1: int, x0: int, x1: int,
+              settings: ReflowSettings) -> list[tuple[int, int, int, int]]:
+    """Text-line boxes (y0, y1, x0, x1) of a region in reading order, by recursive XY-cut: a wide blank column
+    splits it into columns read left to right; otherwise it splits at its widest blank rows (a heading from the
+    body, paragraphs, then single lines), top to bottom."""
+    region = ink[y0:y1, x0:x1]
+    rows = _runs(region.any(axis=1))
+    if not rows:
+        return []
+    y0, y1 = y0 + rows[0][0], y0 + rows[-1][1]  # trim blank rows
+    region = ink[y0:y1, x0:x1]
+    rows = _runs(region.any(axis=1))
+    columns = _runs(region.any(axis=0))
+    offset = columns[0][0]
+    x0, x1 = x0 + offset, x0 + columns[-1][1]
+    columns = [(a - offset, b - offset) for a, b in columns]
+    if len(rows) >= settings.column_lines:  # (aligned columns share their blank rows: count lines per side below)
+        gaps = [(columns[i + 1][0] - columns[i][1], columns[i][1], columns[i + 1][0]) for i in range(len(columns) - 1)]
+        for width, left_end, right_start in sorted(gaps, reverse=True):
+            if width < settings.column_gap:
+                break
+            left = _lines_of(ink, y0, y1, x0, x0 + left_end, settings)
+            right = _lines_of(ink, y0, y1, x0 + right_start, x1, settings)
+            if len(left) >= settings.column_lines and len(right) >= settings.column_lines:
+                return left + right
+    if len(rows) == 1:
+        return [(y0, y1, x0, x1)]
+    # Cut at the blank rows nearly as wide as the widest: between blocks first, so that a block's own columns show.
+    widest = max(rows[i + 1][0] - rows[i][1] for i in range(len(rows) - 1))
+    boxes, start = [], rows[0][0]
+    for i in range(len(rows) - 1):
+        if rows[i + 1][0] - rows[i][1] >= 0.75 * widest:
+            boxes.extend(_lines_of(ink, y0 + start, y0 + rows[i][1], x0, x1, settings))
+            start = rows[i + 1][0]
+    boxes.extend(_lines_of(ink, y0 + start, y0 + rows[-1][1], x0, x1, settings))
+    return boxes
+
+
+def _merge_fragments(boxes: list[tuple[int, int, int, int]], median: float) -> list[tuple[int, int, int, int]]:
+    """Glue i-dots, accents and similar slivers (short, close above or below) to their line; drop thin rules."""
+    merged: list[list[int]] = []
+    for y0, y1, x0, x1 in boxes:
+        height = y1 - y0
+        if merged:
+            last = merged[-1]
+            near = y0 - last[1] <= max(2, 0.2 * median)
+            overlaps = x0 < last[3] and x1 > last[2]
+            if near and overlaps and (height < 0.4 * median or last[1] - last[0] < 0.4 * median):
+                last[:] = [min(last[0], y0), max(last[1], y1), min(last[2], x0), max(last[3], x1)]
+                continue
+        merged.append([y0, y1, x0, x1])
+    return [tuple(box) for box in merged if box[1] - box[0] > 3 or box[3] - box[2] < 4 * (box[1] - box[0])]
+
+
+def _segments(ink: np.ndarray, box: tuple[int, int, int, int], max_width: float, scale: float,
+              word_gap: float) -> list[tuple[int, int]]:
+    """[x0, x1) pieces of one line, each at most ``max_width`` once scaled, cut at the widest nearby word gap."""
+    y0, y1, x0, x1 = box
+    words = _runs(ink[y0:y1, x0:x1].any(axis=0))
+    gap = max(2, int(word_gap * (y1 - y0)))
+    merged: list[list[int]] = []  # glyph runs closer than a word gap are one word
+    for start, end in words:
+        if merged and start - merged[-1][1] < gap:
+            merged[-1][1] = end
+        else:
+            merged.append([start, end])
+    pieces: list[tuple[int, int]] = []
+    current: list[int] | None = None
+    for start, end in merged:
+        if current is not None and (end - current[0]) * scale <= max_width:
+            current[1] = end
+            continue
+        if current is not None:
+            pieces.append((x0 + current[0], x0 + current[1]))
+        current = [start, end]
+        while (current[1] - current[0]) * scale > max_width:  # one word wider than a tile: hard cut
+            cut = current[0] + int(max_width / scale)
+            pieces.append((x0 + current[0], x0 + cut))
+            current = [cut, current[1]]
+    if current is not None:
+        pieces.append((x0 + current[0], x0 + current[1]))
+    return pieces
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One line segment: where it is on the page and where it goes on its tile (pixels)."""
+
+    tile: int  # index of the tile it lands on
+    source: tuple[int, int, int, int]  # (x0, y0, x1, y1) on the page
+    target: tuple[int, int, int, int]  # (x, y, width, height) on the tile
+
+
+def plan_reflow(image: Image.Image, settings: ReflowSettings | None = None) -> list[Placement]:
+    """Where every line segment of the page goes, in reading order; [] for a page with no text."""
+    settings = settings or ReflowSettings()
+    gray = np.asarray(image.convert("L"))  # (H, W) uint8
+    ink = ink_mask(gray)
+    boxes = _lines_of(ink, 0, ink.shape[0], 0, ink.shape[1], settings)
+    if not boxes:
+        return []
+    heights = np.array([y1 - y0 for y0, y1, _, _ in boxes], dtype=np.float64)
+    median = float(np.median(heights[heights > 3])) if (heights > 3).any() else float(np.median(heights))
+    boxes = _merge_fragments(boxes, median)
+    heights = np.array([y1 - y0 for y0, y1, _, _ in boxes], dtype=np.float64)
+    median = float(np.median(heights))
+    low, high = settings.line_height
+    scale = 1.0 if low <= median <= high else (low + high) / 2 / median
+    usable = settings.tile - 2 * settings.margin
+    pitch = int(round(settings.pitch * median * scale))
+    placements: list[Placement] = []
+    tile, cursor = -1, settings.tile  # cursor past the end: the first segment opens a tile
+    for box in boxes:
+        y0, y1, _, _ = box
+        height = y1 - y0
+        if height > settings.tall_line * median:  # a figure, not a line
+            continue
+        line_scale = scale if height <= 1.8 * median else scale * 1.8 * median / height  # headings come down
+        for x0, x1 in _segments(ink, box, usable, line_scale, settings.word_gap):
+            width = min(usable, max(1, round((x1 - x0) * line_scale)))
+            tall = max(1, round(height * line_scale))
+            if cursor + tall > settings.tile - settings.margin:
+                tile, cursor = tile + 1, settings.margin
+            placements.append(Placement(tile, (x0, y0, x1, y1), (settings.margin, cursor, width, tall)))
+            cursor += max(pitch, tall + max(2, pitch - int(round(median * scale))))
+    return placements
+
+
+def render_tiles(image: Image.Image, placements: list[Placement], settings: ReflowSettings | None = None
+                 ) -> list[Image.Image]:
+    """The tiles of a plan: white squares with each segment's pixels pasted (and scaled) into place."""
+    settings = settings or ReflowSettings()
+    count = max((placement.tile for placement in placements), default=-1) + 1
+    tiles = [Image.new("RGB", (settings.tile, settings.tile), (255, 255, 255)) for _ in range(count)]
+    rgb = image.convert("RGB")
+    for placement in placements:
+        x, y, width, height = placement.target
+        piece = rgb.crop(placement.source)
+        if piece.size != (width, height):
+            piece = piece.resize((width, height), Image.BICUBIC)
+        tiles[placement.tile].paste(piece, (x, y))
+    return tiles
+
+
+def reflow_page(image: Image.Image, settings: ReflowSettings | None = None) -> list[Image.Image]:
+    """One page -> the tiles (RGB, ``settings.tile`` square) holding its text lines in reading order; [] if blank."""
+    return render_tiles(image, plan_reflow(image, settings), settings)
