@@ -99,6 +99,45 @@ def _lines_of(ink: np.ndarray, y0: int, y1: int, x0: int, x1: int,
     return boxes
 
 
+def _split_tall(ink: np.ndarray, box: tuple[int, int, int, int], median: float, settings: ReflowSettings,
+                depth: int = 0) -> list[tuple[int, int, int, int]]:
+    """A "line" several lines tall is text beside a drawing or under display letters (a scan's illustration, a
+    chapter title): XY-cut found no blank row or column through it. Drop the connected components much taller than a
+    line, cut at the emptiest column band (at most 5% ink) if there is one, and cut the rest again. What stays taller
+    than ``tall_line`` lines after a few rounds is a drawing: skipped."""
+    from scipy import ndimage
+
+    y0, y1, x0, x1 = box
+    if depth >= 3:
+        return []
+    region = ink[y0:y1, x0:x1]
+    labels, count = ndimage.label(region)
+    drop = np.zeros(count + 1, dtype=bool)
+    for index, found in enumerate(ndimage.find_objects(labels), start=1):
+        if found is not None and found[0].stop - found[0].start > 2 * median:
+            drop[index] = True
+    cleaned = ink.copy()
+    cleaned[y0:y1, x0:x1] = region & ~drop[labels]
+    density = cleaned[y0:y1, x0:x1].mean(axis=0)  # (W,) ink share of each column
+    sparse = _runs(density <= 0.05)
+    inside = [(a, b) for a, b in sparse if a > 0 and b < x1 - x0 and b - a >= max(6, 0.3 * median)]
+    parts = [(x0, x1)]
+    if inside:
+        a, b = max(inside, key=lambda run: run[1] - run[0])
+        parts = [(x0, x0 + (a + b) // 2), (x0 + (a + b) // 2, x1)]
+    boxes = []
+    for left, right in parts:
+        for found in _lines_of(cleaned, y0, y1, left, right, settings):
+            if found == box:
+                continue  # no progress: a drawing
+            height, width = found[1] - found[0], found[3] - found[2]
+            if height > settings.tall_line * median:
+                boxes.extend(_split_tall(cleaned, found, median, settings, depth + 1))
+            elif width >= 1.5 * median and height >= 0.5 * median:  # specks of a drawing are not lines
+                boxes.append(found)
+    return boxes
+
+
 def _merge_fragments(boxes: list[tuple[int, int, int, int]], median: float) -> list[tuple[int, int, int, int]]:
     """Glue i-dots, accents and similar slivers (short, close above or below) to their line; drop thin rules."""
     merged: list[list[int]] = []
@@ -167,6 +206,8 @@ def plan_reflow(image: Image.Image, settings: ReflowSettings | None = None) -> l
     boxes = _merge_fragments(boxes, median)
     heights = np.array([y1 - y0 for y0, y1, _, _ in boxes], dtype=np.float64)
     median = float(np.median(heights))
+    boxes = [found for box in boxes for found in (
+        _split_tall(ink, box, median, settings) if box[1] - box[0] > settings.tall_line * median else [box])]
     low, high = settings.line_height
     scale = 1.0 if low <= median <= high else (low + high) / 2 / median
     usable = settings.tile - 2 * settings.margin
