@@ -61,6 +61,28 @@ def test_init_from_an_export_at_another_view_size(make_config, tmp_path):
     large.train_step()  # and it trains at the new size
 
 
+def test_init_partial_keeps_the_decoder_under_a_wider_vision_tower(make_config, tmp_path):
+    """--init-from ... --init-partial: a stage with a wider vision tower takes every weight whose shape matches (the
+    decoder, embeddings, lm_head) and starts the resized ones fresh; without --init-partial that is an error."""
+    narrow = Trainer(make_config(run_dir=str(tmp_path / "narrow")), resume=False)
+    narrow.train_step()
+    checkpoint = narrow.save_checkpoint()
+    config = make_config(run_dir=str(tmp_path / "wide"))
+    config.model.vision_hidden *= 2
+    config.model.sam_hidden *= 2
+    with pytest.raises(RuntimeError):
+        Trainer(config, resume=False, init_from=str(checkpoint))
+    wide = Trainer(config, resume=False, init_from=str(checkpoint), init_partial=True)
+    before, after = narrow.model.state_dict(), wide.model.state_dict()
+    kept = [name for name in before if after[name].shape == before[name].shape]
+    fresh = [name for name in before if after[name].shape != before[name].shape]
+    assert any(".language_model." in name for name in kept) and fresh
+    assert all("vision_tower" in name or "projector" in name for name in fresh)
+    for name in kept:
+        assert torch.equal(after[name], before[name]), name
+    wide.train_step()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_training_on_cuda_resumes_exactly_and_exports(make_config, tmp_path):
