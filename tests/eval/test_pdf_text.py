@@ -124,3 +124,18 @@ def test_tesseract_reads_the_typeset_page(typeset_pdf, tmp_path):
     assert row["truth"] == " ".join(LINES)  # the truth is what was typeset
     assert data["pooled"]["tesseract"]["truth_chars"] == len(row["truth"]) and data["model"] is None
     assert row["ours_cer"] is None and row["tesseract_cer"] < 0.1  # clean 14-pt text: Tesseract reads it
+
+
+def test_a_given_transcription_replaces_the_text_layer(typeset_pdf, tmp_path, capsys):
+    """--truth (scans have no text layer): the transcription's pages are the truth, hand-computed edits."""
+    truth = tmp_path / "truth.txt"
+    truth.write_text("The quick brown fox jumps\nover the lazy cat, twice.\f\fextra\n", encoding="utf-8")
+    out = tmp_path / "rows.json"
+    assert main([str(typeset_pdf), "--pages", "1", "--truth", str(truth), "--device", "cpu"]) == 1  # 3 pages vs 1
+    assert "--truth has 3 page(s), the selection 1" in capsys.readouterr().err
+    truth.write_text("The quick brown fox jumps\nover the lazy cat, twice.\n", encoding="utf-8")
+    assert main([str(typeset_pdf), "--pages", "1", "--truth", str(truth), "--device", "cpu", "--json", str(out)]) == 0
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["truth"] == "The quick brown fox jumps over the lazy cat, twice."
+    assert row["ours_distance"] == page_edit(row["truth"], row["ours_text"])[0]
+    assert main([str(typeset_pdf), str(typeset_pdf), "--truth", str(truth)]) == 2  # one PDF only

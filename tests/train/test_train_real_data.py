@@ -74,6 +74,7 @@ def test_training_on_real_pairs_lowers_held_out_loss_and_resumes_exactly(make_co
 
 def test_tiles_of_a_pdf_share_its_document_key():
     """Reflowed tiles (pdf-pairs --reflow-tile) of every page of a PDF fall on the same side of the held-out split."""
-    keys = {sources.document_key(name) for name in
-            ("pages/guide-1a2b3c4d-p0003.png", "pages/guide-1a2b3c4d-p0003-t01.png", "pages/guide-1a2b3c4d-p0011-t12.png")}
+    names = ("pages/guide-1a2b3c4d-p0003.png", "pages/guide-1a2b3c4d-p0003-t01.png",
+             "pages/guide-1a2b3c4d-p0011-t12.png")
+    keys = {sources.document_key(name) for name in names}
     assert keys == {"guide-1a2b3c4d"}

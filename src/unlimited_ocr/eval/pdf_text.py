@@ -6,13 +6,15 @@ Tesseract on the very same rendered pages.
     unlimited-ocr eval pdf-text a.pdf --peer tesseract --no-model          # the peer alone, a quick baseline
     unlimited-ocr eval pdf-text a.pdf --model /path/to/Unlimited-OCR --device cuda
     unlimited-ocr eval pdf-text a.pdf --mode per-page                      # one decode per page
+    unlimited-ocr eval pdf-text scan.pdf --pages 5 --truth scan-p5.txt     # a scan: a checked transcription
 
 Pages are rendered and transcribed as ``parse`` does (same renderer, dpi, engine flags, one pass per document by
 default). The truth is each page's PDF text layer (documents/text_layer.py). Our markdown is turned into plain text
 (headings, bullets, emphasis and HTML tags dropped), then both sides are whitespace-collapsed (every run of white
 space is one space): the CER counts the characters read, not the line breaks or the spacing. A page whose text
 layer is empty is skipped (reported, and listed under "skipped" in the JSON). Pooled CER = total edit distance /
-total truth characters (long pages weigh more than in a mean of per-page CERs).
+total truth characters (long pages weigh more than in a mean of per-page CERs). A scan has no text layer: ``--truth
+TXT`` (one PDF) scores against a transcription of its selected pages instead, pages separated by form feeds (\\f).
 
 Seconds per page: ours = the document's transcription time / its pages (encode, prefill and decode); Tesseract's =
 its own process per page (``tesseract PAGE.png stdout -l eng``). Bad inputs get one ``error:`` line and the others
@@ -153,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=int, default=None, help="decode budget (default 2048 per page)")
     parser.add_argument("--peer", choices=["tesseract"], default=None, help="also score Tesseract on the same pages")
     parser.add_argument("--no-model", action="store_true", help="score only the peer")
+    parser.add_argument("--truth", default=None, metavar="TXT",
+                        help="a transcription of the selected pages (form feeds between pages) scored instead of the "
+                             "text layer: for scans; one PDF only")
     parser.add_argument("--json", default=None, metavar="OUT", help="write the rows and pooled figures as JSON")
     add_engine_arguments(parser)
     return parser
@@ -173,7 +178,7 @@ def _read_ours(engine, document, args, reference_pages) -> tuple[dict[int, str |
 def main(argv: list[str] | None = None) -> int:
     from .. import runtime
     from ..documents import DocumentError, load_document, parse_page_ranges
-    from ..documents.text_layer import page_text_layers
+    from ..documents.text_layer import normalise_text_layer, page_text_layers
     from ..model.loading import ModelNotFoundError
     from ..runtime import EngineSpecError, spec_from_args
 
@@ -185,6 +190,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    given_truths = None
+    if args.truth:
+        if len(args.pdfs) != 1:
+            print("error: --truth transcribes the pages of one PDF; give one PDF", file=sys.stderr)
+            return 2
+        try:
+            raw = Path(args.truth).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            print(f"error: --truth {args.truth}: {error}", file=sys.stderr)
+            return 2
+        given_truths = [normalise_text_layer(page) for page in raw.rstrip("\f\n").split("\f")]
     use_peer = args.peer == "tesseract"
     if use_peer and shutil.which("tesseract") is None:
         print("note: tesseract is not installed (apt-get install tesseract-ocr tesseract-ocr-eng); scoring without "
@@ -212,7 +228,10 @@ def main(argv: list[str] | None = None) -> int:
                     raise DocumentError("not a PDF (eval pdf-text scores against a PDF's own text layer)")
                 document = load_document(path, pages=pages, dpi=args.dpi)
                 good = document.good_pages
-                truths = page_text_layers(path, [page.number for page in good])
+                truths = page_text_layers(path, [page.number for page in good]) if given_truths is None \
+                    else given_truths
+                if len(truths) != len(good):
+                    raise ValueError(f"--truth has {len(truths)} page(s), the selection {len(good)}")
             except (DocumentError, ValueError, OSError, RuntimeError) as error:  # pdfium errors are RuntimeErrors
                 print(f"error: {pdf}: {error}", file=sys.stderr)
                 failures += 1
@@ -260,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         model = None if engine is None else engine.loaded.source
         Path(args.json).write_text(json.dumps({"rows": records, "pooled": summary, "skipped": skipped,
-                                               "model": model, "dpi": args.dpi, "mode": args.mode,
+                                               "model": model, "dpi": args.dpi, "mode": args.mode, "truth": args.truth,
                                                "peer": "tesseract" if use_peer else None}, indent=2),
                                    encoding="utf-8")
     return 1 if failures else 0
