@@ -121,6 +121,14 @@ def test_pdf_pairs_reflow_tiles(two_columns, tmp_path):
         texts[int(image.split("-p")[1][:4])].append(record["messages"][1]["content"])
     assert collapse_whitespace(" ".join(texts[1])) == collapse_whitespace(" ".join([TITLE, *LEFT, *RIGHT]))
     assert collapse_whitespace(" ".join(texts[2])) == LONG
+    from unlimited_ocr.data.messages import load_messages_dataset
+
+    for sample in load_messages_dataset(out):  # every character's recorded centre lies on its glyph's ink
+        ink = ink_mask(np.asarray(Image.open(sample.image_paths[0]).convert("L")))
+        [points] = sample.centres
+        assert len(points) == sum(not c.isspace() for c in sample.target)
+        for x, y in points:
+            assert ink[int(y) - 6:int(y) + 7, int(x) - 4:int(x) + 5].any(), (x, y)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["settings"]["reflow_tile"] == 256 and manifest["counts"]["multi_page_samples"] == 0
 

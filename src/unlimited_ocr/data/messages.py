@@ -4,7 +4,9 @@
                   {"role": "assistant", "content": "TEXT"}],
      "images": ["pages/x.png"]}
 
-A multi-page sample has one ``<image>`` per page, the prompt ``Multi page parsing.`` and ``<PAGE>`` before each
+An optional ``"centres"`` key holds, per image, ``[x, y]`` of every non-space character of that page's text in
+order (pixels of the stored image): where each character was drawn, for the trainer's visual-token targets
+(``pdf-pairs --reflow-tile`` writes it). A multi-page sample has one ``<image>`` per page, the prompt ``Multi page parsing.`` and ``<PAGE>`` before each
 page's text (data/samples.py ``join_pages``). ``unlimited-ocr data pdf-pairs`` writes such a dataset from PDFs;
 ``unlimited-ocr train --data DIR`` reads it with :func:`load_messages_dataset`. Image paths are relative to the
 dataset folder (absolute paths are kept as they are).
@@ -31,6 +33,8 @@ class MessagesSample:
     image_paths: tuple[str, ...]  # absolute
     prompt: str  # the user text after the <image> tags
     target: str  # the assistant text: one page's text, or "<PAGE>" + page 1 + "<PAGE>" + page 2 ...
+    # Per page, (x, y) of each non-space character of its text in order, on the stored image; None: not recorded.
+    centres: tuple[tuple[tuple[float, float], ...], ...] | None = None
 
     @property
     def page_targets(self) -> list[str]:
@@ -44,12 +48,16 @@ class MessagesSample:
         return loaded
 
 
-def sample_record(image_paths: list[str], target: str) -> dict:
-    """The JSON object of one sample (paths as they should appear in the file)."""
+def sample_record(image_paths: list[str], target: str, centres: list | None = None) -> dict:
+    """The JSON object of one sample (paths as they should appear in the file); ``centres``: per image, each
+    non-space character's ``(x, y)``."""
     prompt = SINGLE_PROMPT if len(image_paths) == 1 else MULTI_PROMPT
-    return {"messages": [{"role": "user", "content": IMAGE_TAG * len(image_paths) + prompt},
-                         {"role": "assistant", "content": target}],
-            "images": list(image_paths)}
+    record = {"messages": [{"role": "user", "content": IMAGE_TAG * len(image_paths) + prompt},
+                           {"role": "assistant", "content": target}],
+              "images": list(image_paths)}
+    if centres is not None:
+        record["centres"] = [[list(point) for point in page] for page in centres]
+    return record
 
 
 def parse_record(record: dict, root: Path) -> MessagesSample:
@@ -68,7 +76,16 @@ def parse_record(record: dict, root: Path) -> MessagesSample:
     if len(images) > 1 and len(split_pages(target)) != len(images):
         raise ValueError(f"{len(images)} pages but the text has {len(split_pages(target))} <PAGE>-separated pages")
     paths = tuple(str(path if Path(path).is_absolute() else (root / path)) for path in images)
-    return MessagesSample(image_paths=paths, prompt=user[0].replace(IMAGE_TAG, ""), target=target)
+    centres = record.get("centres")
+    if centres is not None:
+        pages = split_pages(target) if len(images) > 1 else [target]
+        if not isinstance(centres, list) or len(centres) != len(images):
+            raise ValueError("'centres' needs one list per image")
+        for page, points in zip(pages, centres):
+            if not isinstance(points, list) or len(points) != sum(not c.isspace() for c in page):
+                raise ValueError("'centres' needs one [x, y] per non-space character of each page's text")
+        centres = tuple(tuple((float(x), float(y)) for x, y in points) for points in centres)
+    return MessagesSample(image_paths=paths, prompt=user[0].replace(IMAGE_TAG, ""), target=target, centres=centres)
 
 
 def load_messages_dataset(folder: str | Path) -> list[MessagesSample]:

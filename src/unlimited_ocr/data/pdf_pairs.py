@@ -24,7 +24,8 @@ cannot be read prints one ``error:`` line and the others are still written; the 
 ``--reflow-tile PX`` writes, instead of whole pages, each page reflowed into square tiles of whole text lines
 (model/reflow.py, what a checkpoint with ``reflow_tile`` in its config reads): ``pages/<stem>-<hash8>-p0001-t01.png``,
 one single-page sample per tile, its text assembled from the characters the text layer places inside the tile's
-segments (data/reflow_pairs.py). A page whose tiles' texts, joined, are more than 20% off its text layer is skipped
+segments (data/reflow_pairs.py), and the record's ``centres`` key: each non-space character's centre on the tile,
+in text order, from which the trainer draws the visual tokens' auxiliary targets as it does for synthetic pages. A page whose tiles' texts, joined, are more than 20% off its text layer is skipped
 (``reflow-mismatch``: text drawn as paths, rotated pages, tables); a tile with under 20 characters is not a sample.
 The counts' ``pages_used`` then counts tiles.
 
@@ -71,6 +72,7 @@ class GoodPage:
     number: int
     image: str  # relative to the output folder
     text: str
+    centres: list | None = None  # --reflow-tile: each non-space character's centre on the tile, in text order
 
 
 @dataclass
@@ -218,12 +220,12 @@ def process_pdf(path: Path, out: Path, args: argparse.Namespace, alphabet: froze
                 if tiles is None:
                     result.skipped[number] = REFLOW_MISMATCH
                     continue
-                for index, (tile_image, tile_text) in enumerate(tiles):
+                for index, (tile_image, tile_text, centres) in enumerate(tiles):
                     if len(tile_text) < MIN_TILE_CHARS or foreign_fraction(tile_text, alphabet) > MAX_FOREIGN_FRACTION:
                         continue
                     name = page_image_name(path, number).replace(".png", f"-t{index + 1:02d}.png")
                     _save_png(tile_image, out / name)
-                    result.good.append(GoodPage(number, name, tile_text))
+                    result.good.append(GoodPage(number, name, tile_text, centres))
                 continue
             name = page_image_name(path, number)
             _save_png(image, out / name)
@@ -233,20 +235,22 @@ def process_pdf(path: Path, out: Path, args: argparse.Namespace, alphabet: froze
 
 
 def reflowed_tiles(path: Path, number: int, image: Image.Image, page_text: str,
-                   args: argparse.Namespace) -> list[tuple[Image.Image, str]] | None:
-    """The page as reflowed tiles with their texts; None when the tiles and the text layer disagree."""
+                   args: argparse.Namespace) -> list[tuple[Image.Image, str, list]] | None:
+    """The page as reflowed tiles with their texts and character centres; None when the tiles and the text layer
+    disagree."""
     from ..model.reflow import ReflowSettings, plan_reflow, render_tiles
-    from .reflow_pairs import page_characters, plausible, reflow_agreement, segment_texts, tile_texts
+    from .reflow_pairs import page_characters, plausible, reflow_agreement, segment_texts, tile_samples
 
     settings = ReflowSettings(tile=args.reflow_tile)
     placements = plan_reflow(image, settings)
     text, centres = page_characters(path, number, args.dpi)
     if not plausible(placements, segment_texts(text, centres, placements)):
         return None
-    texts = tile_texts(text, centres, placements)
-    if reflow_agreement(page_text, texts) > MAX_REFLOW_DISAGREEMENT:
+    samples = tile_samples(text, centres, placements)
+    if reflow_agreement(page_text, [tile for tile, _ in samples]) > MAX_REFLOW_DISAGREEMENT:
         return None
-    return list(zip(render_tiles(image, placements, settings), texts))
+    return [(tile_image, tile, where)
+            for tile_image, (tile, where) in zip(render_tiles(image, placements, settings), samples)]
 
 
 def runs_of_consecutive_pages(good: list[GoodPage]) -> list[list[GoodPage]]:
@@ -365,7 +369,8 @@ def main(argv: list[str]) -> int:
 
     singles = [[page] for source in sources for page in source.good]
     multis = draw_multi_page_samples(sources, len(singles), args.multi_fraction, args.max_doc_pages, args.seed)
-    lines = [json.dumps(sample_record([p.image for p in pages], join_pages([p.text for p in pages])),
+    lines = [json.dumps(sample_record([p.image for p in pages], join_pages([p.text for p in pages]),
+                                      centres=[p.centres for p in pages] if pages[0].centres is not None else None),
                         ensure_ascii=False)
              for pages in singles + multis]
     _write_atomic(out / DATA_FILE, "".join(line + "\n" for line in lines))

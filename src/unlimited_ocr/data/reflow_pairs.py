@@ -58,10 +58,10 @@ def _clean(char: str) -> str:
     return "".join(c for c in char if unicodedata.category(c)[0] != "C" and not c.isspace())
 
 
-def segment_texts(text: str, centres: list[tuple[float, float] | None], placements: list[Placement],
-                  slack: float = 1.5) -> list[str]:
-    """The text of each segment of a plan: the layer's characters whose box centre lies inside it, in layer order,
-    with a space where the layer has white space (or a line-end hyphen) between two of them."""
+def _segment_glyphs(text: str, centres: list[tuple[float, float] | None], placements: list[Placement],
+                    slack: float) -> list[list[tuple[str, tuple[float, float] | None]]]:
+    """Per segment: its pieces in layer order, each a cleaned character with its centre on the tile, or a space
+    (centre None) where the layer has white space (or a line-end hyphen) between two of them."""
     members: list[list[int]] = [[] for _ in placements]
     for index, centre in enumerate(centres):
         if centre is None or text[index].isspace():
@@ -72,31 +72,53 @@ def segment_texts(text: str, centres: list[tuple[float, float] | None], placemen
             if x0 - slack <= x <= x1 + slack and y0 - slack <= y <= y1 + slack:
                 members[which].append(index)
                 break
-    lines = []
-    for indices in members:
-        pieces, previous = [], None
+    segments = []
+    for placement, indices in zip(placements, members):
+        x0, y0, x1, y1 = placement.source
+        left, top, width, height = placement.target
+        scale_x, scale_y = width / max(1, x1 - x0), height / max(1, y1 - y0)
+        pieces: list[tuple[str, tuple[float, float] | None]] = []
+        previous = None
         for index in indices:
             char = _clean(text[index])
             if not char:
                 continue
             if previous is not None and index - previous > 1 and any(
                     c.isspace() or c == _LINE_END_HYPHEN for c in text[previous + 1 : index]):
-                pieces.append(" ")
-            pieces.append(char)
+                pieces.append((" ", None))
+            x, y = centres[index]
+            on_tile = (round(left + (x - x0) * scale_x, 1), round(top + (y - y0) * scale_y, 1))
+            pieces.extend((c, on_tile) for c in char)
             previous = index
-        lines.append("".join(pieces).strip())
-    return lines
+        segments.append(pieces)
+    return segments
+
+
+def segment_texts(text: str, centres: list[tuple[float, float] | None], placements: list[Placement],
+                  slack: float = 1.5) -> list[str]:
+    """The text of each segment of a plan: the layer's characters whose box centre lies inside it, in layer order,
+    with a space where the layer has white space (or a line-end hyphen) between two of them."""
+    return ["".join(char for char, _ in pieces) for pieces in _segment_glyphs(text, centres, placements, slack)]
+
+
+def tile_samples(text: str, centres: list[tuple[float, float] | None], placements: list[Placement],
+                 slack: float = 1.5) -> list[tuple[str, list[tuple[float, float]]]]:
+    """Each tile's target text (its segments' texts, one line per segment) and, for every non-space character of
+    that text in order, its centre on the tile: where the training targets of the visual tokens come from."""
+    count = max((placement.tile for placement in placements), default=-1) + 1
+    lines: list[list[str]] = [[] for _ in range(count)]
+    located: list[list[tuple[float, float]]] = [[] for _ in range(count)]
+    for placement, pieces in zip(placements, _segment_glyphs(text, centres, placements, slack)):
+        if pieces:
+            lines[placement.tile].append("".join(char for char, _ in pieces))
+            located[placement.tile].extend(centre for char, centre in pieces if centre is not None)
+    return [("\n".join(tile), where) for tile, where in zip(lines, located)]
 
 
 def tile_texts(text: str, centres: list[tuple[float, float] | None], placements: list[Placement],
                slack: float = 1.5) -> list[str]:
     """The target text of each tile of a plan: its segments' texts, one line per segment."""
-    count = max((placement.tile for placement in placements), default=-1) + 1
-    lines: list[list[str]] = [[] for _ in range(count)]
-    for placement, line in zip(placements, segment_texts(text, centres, placements, slack)):
-        if line:
-            lines[placement.tile].append(line)
-    return ["\n".join(tile) for tile in lines]
+    return [tile for tile, _ in tile_samples(text, centres, placements, slack)]
 
 
 def plausible(placements: list[Placement], texts: list[str], min_glyph_width: float = 3.0) -> bool:

@@ -19,7 +19,7 @@ import torch
 from PIL import Image
 
 from ..model.positions import PagePositions
-from ..model.preprocess import preprocess_page
+from ..model.preprocess import MAXIMUM_PAD_VALUE, preprocess_page
 from ..model.prompt import build_input_ids
 from ..model.tokenizer import IMAGE
 
@@ -76,6 +76,33 @@ def drawn_characters(layout, queries_per_side: int, tokenizer) -> list[tuple[int
             x = line.x + (prefix[index] + prefix[index + 1]) / 2
             column = min(q - 1, max(0, int(x * q / layout.width)))
             drawn.append((token, row * q + column, x))
+    return drawn
+
+
+def located_characters(text: str, centres, size: tuple[int, int], image_size: int, queries_per_side: int,
+                       tokenizer) -> list[tuple[int, int, float]] | None:
+    """``drawn_characters`` for a real page whose characters' centres were recorded (``pdf-pairs --reflow-tile``):
+    ``(token id, cell, x)`` for every non-space character of ``text``. The page of ``size`` (width, height) is seen
+    as preprocess_page shows it: squashed to the square view up to 640 px, else scaled and centred on it. None when
+    the text does not map one-to-one onto tokens."""
+    ids = tokenizer(text, add_special_tokens=False).input_ids
+    if len(ids) != len(text):
+        return None
+    width, height = size
+    side = max(width, height)
+    q = queries_per_side
+    drawn = []
+    points = iter(centres)
+    for char, token in zip(text, ids):
+        if char.isspace():
+            continue
+        x, y = next(points)
+        if image_size <= MAXIMUM_PAD_VALUE:
+            fx, fy = x / width, y / height
+        else:
+            fx, fy = (x + (side - width) / 2) / side, (y + (side - height) / 2) / side
+        row, column = min(q - 1, max(0, int(fy * q))), min(q - 1, max(0, int(fx * q)))
+        drawn.append((token, row * q + column, x))
     return drawn
 
 
@@ -143,7 +170,9 @@ class Example:
 
 def encode_sample(images: list[Image.Image], target: str, page_texts: list[str], tokenizer, image_size: int,
                   queries_per_side: int, layouts=None, grid_slots: int = 0, guide: bool = False,
-                  positions: PagePositions | None = None) -> Example:
+                  positions: PagePositions | None = None, centres=None) -> Example:
+    """Tokenize one sample. The auxiliary targets come from ``layouts`` (synthetic pages: what was drawn where) or
+    ``centres`` (real pages with recorded character centres); without either they are all IGNORE."""
     pixels = [preprocess_page(image, image_size=image_size, queries_global=queries_per_side) for image in images]
     prompt = build_input_ids(tokenizer, [page.num_positions for page in pixels])  # (R,)
     target_ids = tokenizer(target, add_special_tokens=False).input_ids
@@ -155,19 +184,25 @@ def encode_sample(images: list[Image.Image], target: str, page_texts: list[str],
     # IGNORE, so it can share a batch with synthetic pages: the grid rows stay aligned with the pages.
     q = queries_per_side
     # What was drawn where, computed once for both auxiliary targets (it measures every line's glyph advances).
-    drawn = ([drawn_characters(layout, q, tokenizer) for layout in layouts]
-             if layouts is not None and (grid_slots > 0 or guide) else None)
+    drawn = None
+    if grid_slots > 0 or guide:
+        if layouts is not None:
+            drawn = [drawn_characters(layout, q, tokenizer) for layout in layouts]
+        elif centres is not None:
+            located = [located_characters(text, points, image.size, image_size, q, tokenizer)
+                       for text, points, image in zip(page_texts, centres, images)]
+            drawn = located if all(page is not None for page in located) else None
     grid = None
     if grid_slots > 0:
-        grid = (grid_targets(layouts, q, grid_slots, tokenizer.pad_token_id, tokenizer, drawn) if layouts is not None
+        grid = (grid_targets(None, q, grid_slots, tokenizer.pad_token_id, tokenizer, drawn) if drawn is not None
                 else torch.full((len(images), q * q, grid_slots), IGNORE, dtype=torch.long))
     attend = torch.full((input_ids.shape[0],), IGNORE, dtype=torch.long) if guide else None
-    if layouts is not None and guide:
+    if drawn is not None and guide:
         # Sequence index of each page's visual token (r, c): the image positions in order, q+1 per row (a newline
         # closes each row) and one view separator per page.
         image_positions = (prompt == tokenizer.convert_tokens_to_ids(IMAGE)).nonzero().flatten()
         per_page = q * (q + 1) + 1
-        cells = attention_targets(layouts, target_ids, q, tokenizer, drawn)
+        cells = attention_targets(None, target_ids, q, tokenizer, drawn)
         first = prompt.shape[0] - 1  # this position's label is the first target token
         for index, cell in enumerate(cells):
             if cell != IGNORE:

@@ -71,13 +71,15 @@ def is_real_index(seed: int, index: int, fraction: float) -> bool:
 
 
 class RealSample:
-    """A real page/text pair shaped like a synthetic Sample (no layout: its auxiliary targets are IGNORE)."""
+    """A real page/text pair shaped like a synthetic Sample: no layout; its auxiliary targets come from recorded
+    character centres when the dataset has them (reflowed tiles), else they are IGNORE."""
 
     def __init__(self, item):
         self.images = item.images()
         self.target = item.target
         self.page_targets = item.page_targets
         self.layouts = None
+        self.centres = item.centres  # recorded character centres (reflowed tiles), or None
 
 
 @dataclasses.dataclass
@@ -126,7 +128,7 @@ class SampleSource:
     def encode(self, sample) -> Example:
         return encode_sample(sample.images, sample.target, sample.page_targets, self.tokenizer, self.image_size,
                              self.queries, layouts=sample.layouts, grid_slots=self.grid_slots, guide=self.guide,
-                             positions=self.positions)
+                             positions=self.positions, centres=getattr(sample, "centres", None))
 
     def batch(self, first: int, count: int, level: int) -> PackedBatch:
         """Samples ``first .. first+count-1`` at ``level``, tokenized and packed."""
