@@ -88,7 +88,7 @@ def pack_data(source: Path, out: Path, budget_mb: float) -> int:
                 shutil.copy(path, target)
             names.append(f"pages/{Path(path).name}")
         used += size
-        lines.append(json.dumps(sample_record(names, sample.target), ensure_ascii=False))
+        lines.append(json.dumps(sample_record(names, sample.target, centres=sample.centres), ensure_ascii=False))
     (out / "data.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return len(lines)
 
