@@ -16,9 +16,8 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 
+from ..documents.text_layer import LINE_END_HYPHEN  # pdfium: the hyphen of a word broken at a line end
 from ..model.reflow import Placement
-
-_LINE_END_HYPHEN = "\ufffe"  # pdfium: the hyphen of a word broken at a line end
 
 
 def page_characters(path: str | Path, number: int, dpi: int) -> tuple[str, list[tuple[float, float] | None]]:
@@ -52,7 +51,7 @@ def page_characters(path: str | Path, number: int, dpi: int) -> tuple[str, list[
 
 
 def _clean(char: str) -> str:
-    if char == _LINE_END_HYPHEN:
+    if char == LINE_END_HYPHEN:
         return "-"
     char = unicodedata.normalize("NFKC", char)
     return "".join(c for c in char if unicodedata.category(c)[0] != "C" and not c.isspace())
@@ -84,7 +83,7 @@ def _segment_glyphs(text: str, centres: list[tuple[float, float] | None], placem
             if not char:
                 continue
             if previous is not None and index - previous > 1 and any(
-                    c.isspace() or c == _LINE_END_HYPHEN for c in text[previous + 1 : index]):
+                    c.isspace() or c == LINE_END_HYPHEN for c in text[previous + 1 : index]):
                 pieces.append((" ", None))
             x, y = centres[index]
             on_tile = (round(left + (x - x0) * scale_x, 1), round(top + (y - y0) * scale_y, 1))

@@ -19,14 +19,14 @@ from pathlib import Path
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\uffff]")  # C0/C1 controls, soft hyphens
 # pdfium writes a hyphen that breaks a word at a line end as U+FFFE and joins the two lines; the page shows "avail-"
 # at the end of one line and "able" on the next, so that is what the text becomes.
-_LINE_END_HYPHEN = "\ufffe"
+LINE_END_HYPHEN = "\ufffe"
 _SPACES = re.compile(r"[ \t\u00a0\u2000-\u200b\u202f\u205f\u3000]+")
 _WHITESPACE = re.compile(r"\s+")
 
 
 def normalise_text_layer(text: str) -> str:
     """pdfium page text -> target text: NFKC, ``\\n`` line ends, single spaces inside lines, no blank lines."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace(_LINE_END_HYPHEN, "-\n")
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace(LINE_END_HYPHEN, "-\n")
     text = unicodedata.normalize("NFKC", text)
     text = _CONTROL.sub("", text)
     lines = (_SPACES.sub(" ", line).strip() for line in text.split("\n"))

@@ -9,9 +9,10 @@ geometry it was trained on: square crops of a few hundred pixels holding whole l
                 -> text lines (blank rows between them) -> segments no wider than a tile (cut at word gaps)
                 -> segments stacked top to bottom onto tiles, left-aligned, one segment per row
 
-Each tile is then read as its own page and the tiles' texts are joined. A paragraph's wrapped lines are joined by
-spaces in the truth, so a segment per row reads out as the same running text. Layouts this does not recover:
-tables (columns are read one after another), figures (blocks much taller than a line are skipped), rotated text.
+Each tile is then read as its own page and the tiles' texts are joined. A box many lines tall (text beside a
+drawing) is cut again without its big connected components; what stays that tall is a drawing and is skipped.
+Layouts this does not recover: tables (columns are read one after another), skewed or rotated text (no deskew:
+lines that share no blank pixel row stay one box).
 The official checkpoint never goes through here: only a checkpoint whose config asks for it (``reflow_tile``).
 """
 
