@@ -14,7 +14,8 @@ from PIL import Image
 from unlimited_ocr.data.reflow_pairs import page_characters, reflow_agreement, tile_texts
 from unlimited_ocr.documents import load_document
 from unlimited_ocr.documents.text_layer import collapse_whitespace, page_text_layers
-from unlimited_ocr.model.reflow import Placement, ReflowSettings, ink_mask, plan_reflow, reflow_page, render_tiles
+from unlimited_ocr.model.reflow import (Placement, ReflowSettings, deskew, estimate_skew, ink_mask,
+                                        normalise_contrast, plan_reflow, reflow_page, render_tiles)
 
 DPI = 144
 TITLE = "Quarterly report of the harbour authority"
@@ -79,6 +80,55 @@ def test_a_line_wider_than_a_tile_is_cut_at_word_gaps(two_columns):
         assert right.source[0] > left.source[2] and not gap.any()  # cut in blank columns, never through a glyph
     text, centres = page_characters(two_columns, 2, DPI)
     assert collapse_whitespace(" ".join(tile_texts(text, centres, placements))) == LONG
+
+
+@pytest.mark.parametrize("angle", [2.0, -1.5])
+def test_a_skewed_scan_is_levelled_before_its_lines_are_found(two_columns, angle):
+    level = page(two_columns, 1)
+    assert abs(estimate_skew(ink_mask(np.asarray(level.convert("L"))))) < 0.1 and deskew(level) is level
+    skewed = level.rotate(angle, resample=Image.BICUBIC, fillcolor=(255, 255, 255))
+    assert abs(estimate_skew(ink_mask(np.asarray(skewed.convert("L")))) - angle) <= 0.1
+    def height(placements):  # a tilted line's box is taller than the line; tilted lines may share no blank row
+        return np.mean([p.source[3] - p.source[1] for p in placements])
+
+    levelled = plan_reflow(deskew(skewed))
+    assert height(plan_reflow(skewed)) > 1.1 * height(plan_reflow(level))
+    assert height(levelled) <= 1.05 * height(plan_reflow(level))
+    assert len(levelled) == len(plan_reflow(level)) == 1 + len(LEFT) + len(RIGHT)
+    middle = level.width / 2
+    assert [p.source[0] < middle for p in levelled[1:]] == [True] * len(LEFT) + [False] * len(RIGHT)
+    assert len(reflow_page(skewed)) == len(reflow_page(level))
+
+
+def test_text_beside_a_drawing_is_read_without_the_drawing(tmp_path):
+    # An illustrated book page: lines beside a hatched drawing, then full-width lines below it.
+    beside, below = LEFT + RIGHT, [TITLE, LONG[:60]]
+    items = [(0.32, 0.88 - 0.075 * i, line) for i, line in enumerate(beside)]
+    items += [(0.05, 0.2 - 0.08 * i, line) for i, line in enumerate(below)]
+    pdf = make_pdf(tmp_path / "drawing.pdf", [items])
+    image = page(pdf, 1)
+    drawn = np.asarray(image.convert("L")).copy()
+    top, bottom, left, right = 40, 400, 60, 300  # hatching up to 22 px from the text: no blank column to cut at
+    for offset in range(-(bottom - top), right - left, 5):  # diagonal strokes 5 px apart, 2 px thick
+        for y in range(top, bottom):
+            x = left + offset + (y - top) // 2
+            if left <= x < right - 1:
+                drawn[y, x:x + 2] = 0
+    image = Image.fromarray(drawn).convert("RGB")
+    placements = plan_reflow(image)
+    assert all(p.source[0] >= right or p.source[1] >= bottom for p in placements)  # no stroke of the drawing
+    text, centres = page_characters(pdf, 1, DPI)
+    assert collapse_whitespace(" ".join(tile_texts(text, centres, placements))) == " ".join(beside + below)
+
+
+def test_tinted_paper_turns_white_and_a_digital_page_stays_as_it_is(two_columns):
+    level = page(two_columns, 1)
+    assert normalise_contrast(level) is level
+    gray = np.asarray(level.convert("L")).astype(np.float32)
+    tinted = Image.fromarray((70 + gray * (200 - 70) / 255).astype(np.uint8)).convert("RGB")  # ink 70, paper 200
+    restored = np.asarray(normalise_contrast(tinted).convert("L")).astype(np.int16)
+    assert np.median(restored) == 255 and np.percentile(restored[ink_mask(gray.astype(np.uint8))], 5) == 0
+    assert np.abs(restored - gray).mean() < 3
 
 
 def test_tiles_hold_the_segments_pixels():

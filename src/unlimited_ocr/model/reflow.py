@@ -11,8 +11,8 @@ geometry it was trained on: square crops of a few hundred pixels holding whole l
 
 Each tile is then read as its own page and the tiles' texts are joined. A box many lines tall (text beside a
 drawing) is cut again without its big connected components; what stays that tall is a drawing and is skipped.
-Layouts this does not recover: tables (columns are read one after another), skewed or rotated text (no deskew:
-lines that share no blank pixel row stay one box).
+A scan skewed by up to 5 degrees is levelled first (:func:`deskew`): lines that share no blank pixel row would stay
+one box. Layouts this does not recover: tables (columns are read one after another), pages turned sideways.
 The official checkpoint never goes through here: only a checkpoint whose config asks for it (``reflow_tile``).
 """
 
@@ -36,6 +36,7 @@ class ReflowSettings:
     column_lines: int = 3  # both sides of a column cut must hold at least this many text lines
     word_gap: float = 0.3  # blank run, as a fraction of the line height, where a line may be cut
     tall_line: float = 3.0  # a "line" taller than this many median lines is a figure: skipped
+    deskew: bool = True  # reflow_page levels a skewed page first (scans); digital pages measure level and stay as they are
 
 
 def ink_mask(gray: np.ndarray) -> np.ndarray:
@@ -53,6 +54,51 @@ def ink_mask(gray: np.ndarray) -> np.ndarray:
     if histogram[: threshold + 1].sum() > 0.5 * total:  # mostly "dark": a blank or inverted page, no text to find
         return np.zeros_like(gray, dtype=bool)
     return gray <= threshold  # (H, W)
+
+
+def estimate_skew(ink: np.ndarray, limit: float = 5.0) -> float:
+    """The angle of the page's text lines in degrees (``image.rotate(-angle)`` levels the page), found as
+    the shear under which the ink's row profile is sharpest: text lines turn into tall, narrow peaks with blank rows
+    between them only when they run horizontally. A coarse search over +-``limit`` degrees, then a fine one."""
+    ys, xs = np.nonzero(ink)
+    if ys.size < 200:
+        return 0.0
+    if ys.size > 200_000:  # a sample keeps the search cheap on dense scans; the peaks stay
+        pick = np.random.default_rng(0).choice(ys.size, 200_000, replace=False)
+        ys, xs = ys[pick], xs[pick]
+    ys, xs = ys.astype(np.float64), xs.astype(np.float64) - xs.mean()
+
+    def sharpness(angle: float) -> float:
+        rows = np.round(ys + xs * np.tan(np.radians(angle))).astype(np.int64)  # row of each pixel once levelled
+        counts = np.bincount(rows - rows.min())
+        return float((counts.astype(np.float64) ** 2).sum())
+
+    best = max(np.arange(-limit, limit + 1e-9, 0.25), key=sharpness)
+    best = max(np.arange(best - 0.25, best + 0.25 + 1e-9, 0.05), key=sharpness)
+    return float(round(best, 2))
+
+
+def deskew(image: Image.Image, minimum: float = 0.2) -> Image.Image:
+    """The page turned level (white fill at the corners); unchanged when its text is within ``minimum`` degrees of
+    level, as every digital page is."""
+    angle = estimate_skew(ink_mask(np.asarray(image.convert("L"))))
+    if abs(angle) < minimum:
+        return image
+    return image.convert("RGB").rotate(-angle, resample=Image.BICUBIC, fillcolor=(255, 255, 255))
+
+
+def normalise_contrast(image: Image.Image) -> Image.Image:
+    """The page in grey with its paper at white and its darkest ink at black: a scan's tinted paper and faded ink
+    look like the white pages with black text the model trained on. A digital page maps onto itself."""
+    gray = np.asarray(image.convert("L"))  # (H, W)
+    ink = ink_mask(gray)
+    if not ink.any() or ink.all():
+        return image
+    paper, dark = float(np.median(gray[~ink])), float(np.percentile(gray[ink], 5))
+    if paper - dark < 32 or (paper >= 250 and dark <= 5):  # no contrast to work with, or already white and black
+        return image
+    levelled = np.clip((gray.astype(np.float32) - dark) / (paper - dark), 0.0, 1.0) * 255.0  # (H, W)
+    return Image.fromarray(levelled.round().astype(np.uint8)).convert("RGB")
 
 
 def _runs(profile: np.ndarray) -> list[tuple[int, int]]:
@@ -112,13 +158,16 @@ def _split_tall(ink: np.ndarray, box: tuple[int, int, int, int], median: float, 
     if depth >= 3:
         return []
     region = ink[y0:y1, x0:x1]
-    labels, count = ndimage.label(region)
+    # Components of the ink smeared sideways by a word gap: a text line's glyphs join into one blob a line tall, the
+    # strokes of a drawing (hatching, branches) into blobs many lines tall.
+    smear = max(3, int(settings.word_gap * median))
+    labels, count = ndimage.label(ndimage.binary_dilation(region, structure=np.ones((1, smear), dtype=bool)))
     drop = np.zeros(count + 1, dtype=bool)
     for index, found in enumerate(ndimage.find_objects(labels), start=1):
         if found is not None and found[0].stop - found[0].start > 2 * median:
             drop[index] = True
     cleaned = ink.copy()
-    cleaned[y0:y1, x0:x1] = region & ~drop[labels]
+    cleaned[y0:y1, x0:x1] = region & ~drop[labels]  # (the smear's own pixels never enter: only ink is kept)
     density = cleaned[y0:y1, x0:x1].mean(axis=0)  # (W,) ink share of each column
     sparse = _runs(density <= 0.05)
     inside = [(a, b) for a, b in sparse if a > 0 and b < x1 - x0 and b - a >= max(6, 0.3 * median)]
@@ -135,8 +184,55 @@ def _split_tall(ink: np.ndarray, box: tuple[int, int, int, int], median: float, 
             if height > settings.tall_line * median:
                 boxes.extend(_split_tall(cleaned, found, median, settings, depth + 1))
             elif width >= 1.5 * median and height >= 0.5 * median:  # specks of a drawing are not lines
-                boxes.append(found)
+                boxes.extend(_text_chunks(cleaned, found, median))
     return boxes
+
+
+def _looks_drawn(chunk: np.ndarray, median: float) -> bool:
+    """Ink that is not a run of glyphs: a speck, too dense (shading) or too sparse (thin strokes), too many pieces per line height of width (hatching),
+    or one long stroke holding most of the ink (a branch, a rule)."""
+    from scipy import ndimage
+
+    rows = np.flatnonzero(chunk.any(axis=1))
+    if rows.size == 0 or rows[-1] + 1 - rows[0] < 0.5 * median or chunk.shape[1] < 0.8 * median:
+        return True  # a speck, not a word
+    height, width = chunk.shape  # (the line's full height: density is measured against it)
+    labels, count = ndimage.label(chunk)
+    largest = np.bincount(labels.ravel())[1:].max() / chunk.sum()
+    return bool(chunk.mean() > 0.4 or chunk.mean() < 0.06 or count * height / width > 8
+                or (largest > 0.6 and width > 3 * median))
+
+
+def _text_chunks(ink: np.ndarray, box: tuple[int, int, int, int], median: float) -> list[tuple[int, int, int, int]]:
+    """A line found beside a drawing, without the drawing: split at blank runs wider than a line height (wider than
+    any word gap), drop the chunks that look drawn, and keep each run of neighbouring text chunks as one box."""
+    y0, y1, x0, x1 = box
+    region = ink[y0:y1, x0:x1]
+    pieces: list[list[int]] = []
+    for start, end in _runs(region.any(axis=0)):
+        if pieces and start - pieces[-1][1] < median:
+            pieces[-1][1] = end
+        else:
+            pieces.append([start, end])
+    kept: list[tuple[int, int, int, int]] = []
+    joined = False  # the previous chunk was text: extend its box
+    for start, end in pieces:
+        if _looks_drawn(region[:, start:end], median):
+            joined = False
+            continue
+        if joined:
+            kept[-1] = (y0, y1, kept[-1][2], x0 + end)
+        else:
+            kept.append((y0, y1, x0 + start, x0 + end))
+        joined = True
+    return [_trim_rows(ink, found) for found in kept]
+
+
+def _trim_rows(ink: np.ndarray, box: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """The box without its blank top and bottom rows."""
+    y0, y1, x0, x1 = box
+    rows = np.flatnonzero(ink[y0:y1, x0:x1].any(axis=1))
+    return (y0 + int(rows[0]), y0 + int(rows[-1]) + 1, x0, x1) if rows.size else box
 
 
 def _merge_fragments(boxes: list[tuple[int, int, int, int]], median: float) -> list[tuple[int, int, int, int]]:
@@ -248,5 +344,10 @@ def render_tiles(image: Image.Image, placements: list[Placement], settings: Refl
 
 
 def reflow_page(image: Image.Image, settings: ReflowSettings | None = None) -> list[Image.Image]:
-    """One page -> the tiles (RGB, ``settings.tile`` square) holding its text lines in reading order; [] if blank."""
-    return render_tiles(image, plan_reflow(image, settings), settings)
+    """One page -> the tiles (RGB, ``settings.tile`` square) holding its text lines in reading order; [] if blank.
+    A scan is levelled first (XY-cut needs blank rows between lines) and its paper turned white."""
+    settings = settings or ReflowSettings()
+    if settings.deskew:
+        image = deskew(image)
+    placements = plan_reflow(image, settings)  # (found on the page as scanned: the levelled grey moves Otsu's cut)
+    return render_tiles(normalise_contrast(image), placements, settings)
