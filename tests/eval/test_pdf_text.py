@@ -64,12 +64,18 @@ def test_markdown_becomes_the_plain_text_a_reader_sees():
 
 
 def test_pooled_cer_is_total_edits_over_total_characters():
-    rows = [{"truth_chars": 10, "ours_distance": 5, "ours_seconds": 1.0},
-            {"truth_chars": 90, "ours_distance": 0, "ours_seconds": 3.0},
-            {"truth_chars": 50, "ours_distance": None, "ours_seconds": None}]
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"  # 36 distinct characters
+    rows = [{"truth_chars": 10, "ours_distance": 5, "ours_seconds": 1.0, "truth": alphabet[:20], "ours_text": ""},
+            {"truth_chars": 90, "ours_distance": 0, "ours_seconds": 3.0, "truth": alphabet[20:], "ours_text": "abcd" * 20},
+            {"truth_chars": 50, "ours_distance": None, "ours_seconds": None, "truth": "x", "ours_text": None}]
     figures = pooled(rows, "ours")
     assert figures["cer"] == pytest.approx(5 / 100)  # the mean of per-page CERs would be 0.25
     assert (figures["pages"], figures["truth_chars"], figures["seconds_per_page"]) == (2, 100, 2.0)
+    assert figures["pages_read"] == 1  # the first page got no text
+    # The reading " " + "abcd" * 20 (81 characters) has 47 35-grams: the first (with the space) and 4 of the loop.
+    assert figures["distinct35"] == pytest.approx(5 / 47)
+    # The truth "a..t" + " " + "u..9" (37 characters, no repeats): 3 35-grams, all distinct.
+    assert figures["truth_distinct35"] == 1.0
     assert pooled(rows, "tesseract") is None
 
 

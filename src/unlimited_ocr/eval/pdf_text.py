@@ -73,14 +73,23 @@ def cer(distance: int, length: int) -> float:
 
 
 def pooled(rows: list[dict], system: str) -> dict | None:
-    """Pooled CER (total edits / total truth characters) and mean seconds per page of one system's rows."""
+    """Pooled CER (total edits / total truth characters), pages that got text, Distinct-35 of the reading and of the
+    truth, and mean seconds per page of one system's rows."""
     scored = [row for row in rows if row.get(f"{system}_distance") is not None]
     if not scored:
         return None
+    from .metrics import distinct_n
+
     distance = sum(row[f"{system}_distance"] for row in scored)
     length = sum(row["truth_chars"] for row in scored)
     seconds = sum(row[f"{system}_seconds"] for row in scored)
+    # Distinct-35 over the document's characters (pages joined by a space), the reading's beside the truth's: a
+    # reading that loops repeats 35-grams the truth does not.
+    reading = " ".join(row[f"{system}_text"] or "" for row in scored)
+    truth = " ".join(row["truth"] for row in scored)
     return {"cer": cer(distance, length), "distance": distance, "truth_chars": length, "pages": len(scored),
+            "pages_read": sum(bool(row[f"{system}_text"]) for row in scored),
+            "distinct35": distinct_n(reading, 35), "truth_distinct35": distinct_n(truth, 35),
             "seconds_per_page": seconds / len(scored)}
 
 
@@ -123,7 +132,9 @@ def table_row(row: PageRow) -> str:
 
 def pooled_line(system: str, figures: dict) -> str:
     return (f"pooled {system:<9} CER {figures['cer']:.4f}  ({figures['distance']} edits / {figures['truth_chars']} "
-            f"chars, {figures['pages']} page(s))  {figures['seconds_per_page']:.2f} s/page")
+            f"chars, {figures['pages']} page(s), {figures['pages_read']} with text)  "
+            f"{figures['seconds_per_page']:.2f} s/page  Distinct-35 {figures['distinct35']:.4f} "
+            f"(truth {figures['truth_distinct35']:.4f})")
 
 
 # -- systems ---------------------------------------------------------------------------------------------------------
