@@ -1,4 +1,5 @@
-"""A checkpoint with ``reflow_tile`` reads each page as reflowed tiles, one decode per tile (engine/reflowed.py)."""
+"""A checkpoint with ``reflow_tile`` reads each page as reflowed tiles, decoded as a batch that gives each tile the
+tokens it gets alone (engine/reflowed.py)."""
 
 from __future__ import annotations
 

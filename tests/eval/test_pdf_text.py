@@ -66,7 +66,8 @@ def test_markdown_becomes_the_plain_text_a_reader_sees():
 def test_pooled_cer_is_total_edits_over_total_characters():
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"  # 36 distinct characters
     rows = [{"truth_chars": 10, "ours_distance": 5, "ours_seconds": 1.0, "truth": alphabet[:20], "ours_text": ""},
-            {"truth_chars": 90, "ours_distance": 0, "ours_seconds": 3.0, "truth": alphabet[20:], "ours_text": "abcd" * 20},
+            {"truth_chars": 90, "ours_distance": 0, "ours_seconds": 3.0, "truth": alphabet[20:],
+             "ours_text": "abcd" * 20},
             {"truth_chars": 50, "ours_distance": None, "ours_seconds": None, "truth": "x", "ours_text": None}]
     figures = pooled(rows, "ours")
     assert figures["cer"] == pytest.approx(5 / 100)  # the mean of per-page CERs would be 0.25

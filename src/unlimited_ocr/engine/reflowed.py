@@ -1,9 +1,9 @@
-"""Pages read as reflowed tiles: each page -> tiles of whole text lines (model/reflow.py) -> one decode per tile.
+"""Pages read as reflowed tiles: page -> tiles of whole text lines (model/reflow.py) -> the page's tiles as one batch.
 
 For checkpoints trained on square crops of text at native resolution (``reflow_tile`` in config.json). A tile is
-decoded as a one-page document with the usual options (no-repeat window of one page); a page's text is its tiles'
-texts joined by newlines, and the document's result has one entry per page, as ``OcrEngine.parse`` returns it, so
-the runner, the writers and the evaluations do not know the difference. A page with no ink reads as "".
+decoded as a one-page document, a batch row of its own, with the usual options (no-repeat window of one page); a
+page's text is its tiles' texts joined by newlines, and the document's result has one entry per page, as
+``OcrEngine.parse`` returns it, so the runner, the writers and the evaluations do not know the difference. A page with no ink reads as "".
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from .engine import DecodeOptions, DocumentResult, TokenCallback
 # Tokens one tile may take: a 512-px tile holds at most ~20 lines of ~45 characters (character tokens), with room
 # for markup. Caps a tile that loops instead of letting it eat the whole document's budget.
 TILE_TOKENS_PER_PIXEL_ROW = 2.4
+TILES_PER_BATCH = 8  # a page at 144 dpi makes 2-5 tiles; a poster or a huge page is decoded 8 tiles at a time
 
 
 def parse_reflowed(engine, pages: Sequence[Image.Image], options: DecodeOptions,
@@ -32,18 +33,23 @@ def parse_reflowed(engine, pages: Sequence[Image.Image], options: DecodeOptions,
     reference_length = kv_bytes = kv_entries = 0
     for page_index, page in enumerate(pages):
         texts = []
-        for tile_image in reflow_page(page, settings):
+        tiles = reflow_page(page, settings)
+        for first in range(0, len(tiles), TILES_PER_BATCH):
             def forward(row, token, page_number, page_index=page_index):
                 if on_token is not None:
                     on_token(0, token, page_index + 1)
-            part = engine.generate([[tile_image]], tile_options, forward)[0]
-            texts.append(part.text.strip())
-            token_ids.extend(part.token_ids)
-            stops.append(part.stop_reason)
-            prefill += part.prefill_seconds
-            decode += part.decode_seconds
-            reference_length = max(reference_length, part.reference_length)
-            kv_bytes, kv_entries = max(kv_bytes, part.kv_bytes), max(kv_entries, part.kv_entries)
+            # A page's tiles decode as one batch: the same tokens as one by one (equal prompt lengths, no padding),
+            # ~1.3x faster on a CPU, where a tiny model's step costs little more for 4 rows than for 1.
+            parts = engine.generate([[tile] for tile in tiles[first:first + TILES_PER_BATCH]], tile_options, forward)
+            for part in parts:
+                texts.append(part.text.strip())
+                token_ids.extend(part.token_ids)
+                stops.append(part.stop_reason)
+                reference_length = max(reference_length, part.reference_length)
+            prefill += parts[0].prefill_seconds  # (a batch's results share its prefill and decode time)
+            decode += parts[0].decode_seconds
+            kv_bytes = max(kv_bytes, parts[0].kv_bytes)  # the batch's cache (every part reports the same one)
+            kv_entries = max([kv_entries] + [part.kv_entries for part in parts])
         page_texts.append("\n".join(text for text in texts if text))
     page_token = "<PAGE>" if len(page_texts) > 1 else ""
     return DocumentResult(

@@ -36,7 +36,7 @@ class ReflowSettings:
     column_lines: int = 3  # both sides of a column cut must hold at least this many text lines
     word_gap: float = 0.3  # blank run, as a fraction of the line height, where a line may be cut
     tall_line: float = 3.0  # a "line" taller than this many median lines is a figure: skipped
-    deskew: bool = True  # reflow_page levels a skewed page first (scans); digital pages measure level and stay as they are
+    deskew: bool = True  # reflow_page levels a skewed page first (scans); digital pages measure level, stay as they are
 
 
 def ink_mask(gray: np.ndarray) -> np.ndarray:
@@ -189,8 +189,8 @@ def _split_tall(ink: np.ndarray, box: tuple[int, int, int, int], median: float, 
 
 
 def _looks_drawn(chunk: np.ndarray, median: float) -> bool:
-    """Ink that is not a run of glyphs: a speck, too dense (shading) or too sparse (thin strokes), too many pieces per line height of width (hatching),
-    or one long stroke holding most of the ink (a branch, a rule)."""
+    """Ink that is not a run of glyphs: a speck, too dense (shading) or too sparse (thin strokes), too many pieces per
+    line height of width (hatching), or one long stroke holding most of the ink (a branch, a rule)."""
     from scipy import ndimage
 
     rows = np.flatnonzero(chunk.any(axis=1))
