@@ -3,7 +3,8 @@
 For checkpoints trained on square crops of text at native resolution (``reflow_tile`` in config.json). A tile is
 decoded as a one-page document, a batch row of its own, with the usual options (no-repeat window of one page); a
 page's text is its tiles' texts joined by newlines, and the document's result has one entry per page, as
-``OcrEngine.parse`` returns it, so the runner, the writers and the evaluations do not know the difference. A page with no ink reads as "".
+``OcrEngine.parse`` returns it, so the runner, the writers and the evaluations do not know the difference. A page
+with no ink reads as "".
 """
 
 from __future__ import annotations
