@@ -2,7 +2,8 @@
 # Fresh machine -> main job: set up .venv, write a 3-page held-out synthetic PDF (text never seen in training),
 # and transcribe it in one pass with the bundled model, offline, on the CPU; then typeset two public-domain book
 # pages as a real 2-page PDF and score the model beside Tesseract on it. Outputs land in out/demo/.
-# Engine options go to both readings, e.g. bash scripts/demo.sh --model runs/tiles-n2/export-last --threads 2
+# Arguments go to parse; its engine options to the second reading too, e.g.
+#   bash scripts/demo.sh --model runs/tiles-n2/export-last --threads 2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -56,4 +57,13 @@ PY
 # Real reading: two public-domain book pages (docs/scans: Dickens, Twain) typeset as a 2-page digital PDF in a book
 # face no model here trained on, read by the model and by Tesseract, scored against the PDF's own text layer.
 .venv/bin/python -m unlimited_ocr.data.typeset docs/scans/multipage-p5.txt docs/scans/c02-22.txt -o out/demo/prose.pdf
-.venv/bin/unlimited-ocr eval pdf-text out/demo/prose.pdf --peer tesseract "$@"
+engine=()  # the engine options among the demo's arguments (parse-only ones, e.g. --quiet, stay with parse)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model|--device|--dtype|--attention|--window|--threads|--quantize|--reference-pages) engine+=("$1" "$2"); shift ;;
+    --model=*|--device=*|--dtype=*|--attention=*|--window=*|--threads=*|--quantize=*|--compile|--no-compile)
+      engine+=("$1") ;;
+  esac
+  shift
+done
+.venv/bin/unlimited-ocr eval pdf-text out/demo/prose.pdf --peer tesseract "${engine[@]}"

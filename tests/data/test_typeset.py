@@ -24,6 +24,22 @@ def test_printed_lines_become_paragraphs():
         "France, less favoured on the whole as to matters spiritual than her sister of the shield."]  # short: ends
 
 
+def test_short_lines_beside_an_illustration_then_long_ones_stay_one_paragraph():
+    text = ("We went tip-toeing along a path\nthe trees back towards the end\nwidow's garden, likely it was min-\n"
+            "utes and minutes that there warn't a\nsound, and we all there so close together. There was a place\n"
+            "on my ankle that got to itching; but I dasn't scratch it.\nWell.\n")
+    assert paragraphs(text) == [
+        "We went tip-toeing along a path the trees back towards the end widow's garden, likely it was minutes and "
+        "minutes that there warn't a sound, and we all there so close together. There was a place on my ankle that "
+        "got to itching; but I dasn't scratch it. Well."]  # (a short last line ends the paragraph)
+
+
+def test_dollar_signs_are_set_as_text(tmp_path):
+    prose = ["It cost $5 and then $10 more, 50% of it_in cash."]
+    pages = typeset_pdf(prose, tmp_path / "money.pdf", "serif")
+    assert collapse_whitespace(page_text_layers(tmp_path / "money.pdf", [1])[0]) == prose[0] == pages[0]
+
+
 def test_the_text_layer_is_what_was_set_and_long_prose_runs_onto_more_pages(tmp_path):
     prose = [PROSE] * 30  # 30 x 2 lines with gaps: more than the 45 lines of a page of 11-pt type
     path = tmp_path / "prose.pdf"

@@ -36,20 +36,19 @@ class PageSetting:
 
 def paragraphs(text: str) -> list[str]:
     """A transcription's printed lines -> its paragraphs: line-end hyphens between letters are undone ("reve-" +
-    "lations"), a line much shorter than the longest (a paragraph's last) ends its paragraph."""
+    "lations"); a line much shorter than the one before it (a paragraph's last line) ends its paragraph. Measured
+    against the line before, not the page's longest: lines set beside an illustration are all short."""
     lines = [line.strip() for line in text.replace("\f", "\n").splitlines() if line.strip()]
-    if not lines:
-        return []
-    longest = max(len(line) for line in lines)
-    found, current = [], ""
+    found, current, previous = [], "", 0
     for line in lines:
-        if current.endswith("-") and re.search(r"[a-z]-$", current) and line[:1].islower():
+        if re.search(r"[a-z]-$", current) and line[:1].islower():
             current = current[:-1] + line
         else:
             current = f"{current} {line}" if current else line
-        if len(line) < 0.75 * longest:
+        if previous and len(line) < 0.75 * previous:
             found.append(current)
             current = ""
+        previous = len(line)
     if current:
         found.append(current)
     return found
@@ -114,7 +113,7 @@ def typeset_pdf(prose: list[str], path: str | Path, family: str | None = None,
             figure = plt.figure(figsize=(setting.width_pt / 72, setting.height_pt / 72))
             for baseline, line in lines:
                 figure.text(setting.margin_pt / setting.width_pt, 1 - baseline / setting.height_pt, line,
-                            fontproperties=properties, va="baseline")
+                            fontproperties=properties, va="baseline", parse_math=False)  # "$5 and $10" is prose
             pdf.savefig(figure)
             plt.close(figure)
     return ["\n".join(line for _, line in lines) for lines in pages]

@@ -510,7 +510,8 @@ class OcrEngine:
               on_token: TokenCallback | None = None, reference_pages: int | None = None) -> DocumentResult:
         """Transcribe one document: all pages in one pass, or (``mode="per-page"``) one decode per page.
         ``reference_pages=K`` (one pass): hold only K pages in the reference at a time (engine/sliding.py).
-        A checkpoint with ``reflow_tile`` reads each page as tiles of whole lines, a decode per tile (reflowed.py)."""
+        A checkpoint with ``reflow_tile`` reads each page as tiles of whole lines, a page's tiles as one batch
+        (reflowed.py)."""
         options = options or DecodeOptions()
         if self.loaded.reflow_tile:  # a crop-trained checkpoint: each page read as tiles of whole lines
             from .reflowed import parse_reflowed

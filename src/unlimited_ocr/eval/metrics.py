@@ -163,10 +163,12 @@ def distinct_n(tokens: Sequence[Hashable] | str, n: int) -> float:
     """
     if n < 1:
         raise ValueError("n must be >= 1")
-    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
-    if not grams:
+    count = len(tokens) - n + 1
+    if count <= 0:
         return 1.0
-    return len(set(grams)) / len(grams)
+    if isinstance(tokens, str):  # slices of a string hash as they are: no tuple of n characters per position
+        return len({tokens[i : i + n] for i in range(count)}) / count
+    return len({tuple(tokens[i : i + n]) for i in range(count)}) / count
 
 
 def character_error_rate(reference: str, hypothesis: str) -> float:
