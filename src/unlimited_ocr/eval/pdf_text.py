@@ -1,5 +1,6 @@
 """``unlimited-ocr eval pdf-text``: how well a model reads real digital PDFs, against their own text layers, beside
-Tesseract on the very same rendered pages.
+Tesseract on the very same rendered pages: CER per page and pooled, seconds per page, pages that got text, and
+Distinct-35 of the reading beside the truth's (a reading that loops repeats 35-grams).
 
     unlimited-ocr eval pdf-text manual.pdf --pages 2-4 --peer tesseract
     unlimited-ocr eval pdf-text a.pdf b.pdf --pages 2-4 --peer tesseract --json rows.json   # --pages: every PDF

@@ -195,14 +195,14 @@ def _split_tall(ink: np.ndarray, box: tuple[int, int, int, int], median: float, 
     boxes = []
     for left, right in parts:
         for found in _lines_of(cleaned, y0, y1, left, right, settings):
-            if found == box or depth == 2:  # no blank row left: lines that touch, or a drawing
+            height, width = found[1] - found[0], found[3] - found[2]
+            if found == box or height > settings.tall_line * median:  # still tall: lines that touch, or a drawing
                 found_lines = _touching_lines(cleaned, found, median)
                 if found_lines:
                     boxes.extend(line for line in found_lines if line[3] - line[2] >= 1.5 * median)
                     continue
                 if found == box:
-                    continue
-            height, width = found[1] - found[0], found[3] - found[2]
+                    continue  # no progress: a drawing
             if height > settings.tall_line * median:
                 boxes.extend(_split_tall(cleaned, found, median, settings, depth + 1))
             elif width >= 1.5 * median and height >= 0.5 * median:  # specks of a drawing are not lines
