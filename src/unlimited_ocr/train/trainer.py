@@ -189,9 +189,11 @@ class Trainer:
                   f" aux {record.get('aux', 0):.3f}{guide} lr {record['lr']:.2e} level {record['level']}", flush=True)
 
     def autocast(self):
-        """bfloat16 autocast on CUDA (float32 master weights); nothing on the CPU, where training is float32."""
+        """bfloat16 autocast on CUDA (float32 master weights); on the CPU only with ``cpu_bf16``, else float32."""
         if self.device.type == "cuda":
             return torch.autocast("cuda", dtype=torch.bfloat16)
+        if self.config.cpu_bf16:
+            return torch.autocast("cpu", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     def dataset(self, split: str, level: int) -> SyntheticDocs:
