@@ -17,6 +17,7 @@
     unlimited-ocr parse doc.pdf -o out/ --server http://127.0.0.1:8000
     unlimited-ocr batch scans/ -o out/ --ray
     unlimited-ocr bench serve --clients 8 --requests 1000
+    unlimited-ocr bench train-step --config runs/x/config.json    # s/step: float32 vs bfloat16 autocast
     unlimited-ocr quantize /path/to/Unlimited-OCR ocr-int8/         # then: parse doc.pdf --model ocr-int8/
 
 Exit status: 0 when every input was written, 1 when any input failed (the others are still written), 2 for usage
@@ -177,6 +178,10 @@ def _add_bench(subparsers) -> None:
 
     add_encode(bench.add_parser("encode", help="seconds per page through the vision tower: transformers' SAM "
                                 "attention against ours (same features)"))
+    from .bench.train_step import add_arguments as add_train_step
+
+    add_train_step(bench.add_parser("train-step", help="seconds per training step, float32 against bfloat16 "
+                                    "autocast on the CPU (same batches)"))
 
 
 def _add_serve(subparsers) -> None:
@@ -280,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             from .bench.book import run as run_bench
         elif args.bench_command == "encode":
             from .bench.encode import run as run_bench
+        elif args.bench_command == "train-step":
+            from .bench.train_step import run as run_bench
         else:
             from .bench.long_horizon import run as run_bench
         code = run_bench(args)

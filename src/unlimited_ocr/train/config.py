@@ -135,9 +135,10 @@ class TrainConfig:
     ctc_frames: int = 8  # frames per visual token: an 8-token row must hold ~25 characters plus blanks
     threads: int = 0  # torch threads per process; 0 = cpu count / processes
     device: str = "cpu"  # "cpu", "cuda" or "auto" (cuda when available); CUDA trains under bfloat16 autocast
-    # bfloat16 autocast on the CPU as well (float32 master weights, as on CUDA). This CPU has AVX-512 BF16 and AMX:
-    # a tiles step of the reflow lineage took 1.55-1.66 s instead of 1.98-2.28 s (2 threads, 2026-12-05).
-    # A run-time setting: a resumed run may switch it.
+    # bfloat16 autocast on the CPU as well (float32 master weights, as on CUDA). It pays where the products are big:
+    # a batch of eight 512-px reflow tiles (~8,000 token slots) 1.47x faster, but the default model's small cards
+    # 0.97x (`unlimited-ocr bench train-step`, 2 threads, 2026-12-05), so it is opt-in. A run-time setting: a resumed
+    # run may switch it.
     cpu_bf16: bool = False
     # DataLoader processes that render and tokenize the next batches while the model trains (a GPU run on many
     # cores); 0 = build each batch in the training process. Batches are the same either way (exact resume holds).
