@@ -96,7 +96,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--device", default=None, help="cpu, cuda or auto (default cpu); a resumed run may change it")
     add("--cpu-bf16", action="store_true", default=None,
         help="train under bfloat16 autocast on the CPU too (float32 master weights): pays on big batches (512-px "
-             "tiles: 1.47x per step), not on small ones; `bench train-step` measures it. A resumed run may switch it on")
+             "tiles: 1.22-1.47x per step), not on small ones; `bench train-step` measures it. A resumed run may switch it on")
     add("--workers", type=int, default=None,
         help="DataLoader processes rendering the next batches (a GPU run on many cores; default 0: in-process)")
     add("--time-budget", type=float, default=None, help="minutes of training for this invocation")

@@ -136,7 +136,7 @@ class TrainConfig:
     threads: int = 0  # torch threads per process; 0 = cpu count / processes
     device: str = "cpu"  # "cpu", "cuda" or "auto" (cuda when available); CUDA trains under bfloat16 autocast
     # bfloat16 autocast on the CPU as well (float32 master weights, as on CUDA). It pays where the products are big:
-    # a batch of eight 512-px reflow tiles (~8,000 token slots) 1.47x faster, but the default model's small cards
+    # a batch of eight 512-px reflow tiles (~8,000 token slots) 1.22-1.47x faster, but the default model's small cards
     # 0.97x (`unlimited-ocr bench train-step`, 2 threads, 2026-12-05), so it is opt-in. A run-time setting: a resumed
     # run may switch it.
     cpu_bf16: bool = False
