@@ -6,7 +6,8 @@
     unlimited-ocr train --run-dir runs/probe --export-only        # export the latest checkpoint
 
 A run folder that already holds a checkpoint is resumed exactly (its config.json wins; only the run-time flags
---stop-at, --time-budget, --threads, --workers, --device, --cpu-bf16, --eval-every, --checkpoint-every and --log-every apply).
+--stop-at, --time-budget, --threads, --workers, --device, --cpu-bf16, --eval-every, --checkpoint-every and --log-every
+apply).
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--device", default=None, help="cpu, cuda or auto (default cpu); a resumed run may change it")
     add("--cpu-bf16", action="store_true", default=None,
         help="train under bfloat16 autocast on the CPU too (float32 master weights): pays on big batches (512-px "
-             "tiles: 1.22-1.47x per step), not on small ones; `bench train-step` measures it. A resumed run may switch it on")
+             "tiles: 1.22-1.47x per step), not on small ones; `bench train-step` measures it. A resumed run may "
+             "switch it on")
     add("--workers", type=int, default=None,
         help="DataLoader processes rendering the next batches (a GPU run on many cores; default 0: in-process)")
     add("--time-budget", type=float, default=None, help="minutes of training for this invocation")
@@ -132,8 +134,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     runtime = {
         "time_budget_s": None if args.time_budget is None else args.time_budget * 60,
         "stop_at": parse_stop_at(args.stop_at) if args.stop_at else None,
-        "threads": args.threads, "workers": args.workers, "device": args.device, "cpu_bf16": args.cpu_bf16, "eval_every_s": args.eval_every, "checkpoint_every_s": args.checkpoint_every,
-        "log_every": args.log_every,
+        "threads": args.threads, "workers": args.workers, "device": args.device, "cpu_bf16": args.cpu_bf16,
+        "eval_every_s": args.eval_every, "checkpoint_every_s": args.checkpoint_every, "log_every": args.log_every,
     }
     for name, value in runtime.items():
         if value is not None:
