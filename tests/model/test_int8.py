@@ -12,15 +12,7 @@ from tests.conftest import random_pages
 from unlimited_ocr.cli import main
 from unlimited_ocr.engine import DecodeOptions, OcrEngine
 from unlimited_ocr.engine.reference import new_tokens, transformers_generate
-from unlimited_ocr.model.int8 import (
-    Int8Linear,
-    int8_matmul,
-    is_quantized,
-    onednn_int8_available,
-    quantize_decoder,
-    quantize_weight,
-    split_activations,
-)
+from unlimited_ocr.model.int8 import Int8Linear, int8_matmul, is_quantized, quantize_decoder, quantize_weight
 from unlimited_ocr.model.loading import load_model
 from unlimited_ocr.model.prompt import build_input_ids
 
@@ -53,46 +45,6 @@ def test_quantized_matmul_equals_the_dequantized_reference():
     assert relative_error(module(inputs), rounded @ (values.float() * scale[:, None]).T + linear.bias) < 4e-3
 
 
-def test_split_activations_carry_each_row_to_within_half_a_step():
-    generator = torch.Generator().manual_seed(3)
-    rows = torch.randn(5, 64, generator=generator) * torch.tensor([1e-3, 1.0, 50.0, 0.0, 7.0]).unsqueeze(1)
-    pairs, scale = split_activations(rows)
-    assert pairs.dtype == torch.int8 and pairs.shape == (10, 64) and scale.shape == (5, 1)
-    high, low = pairs[:5].int(), pairs[5:].int()
-    assert high.abs().max() <= 127 and low.abs().max() <= 64
-    rebuilt = (high * 128 + low).float() * scale
-    assert torch.all((rebuilt - rows).abs() <= scale / 2 + 1e-12)  # 15 bits per row, each row its own scale
-    assert torch.equal(rebuilt[3], torch.zeros(64))  # an all-zero row stays zero
-
-
-@pytest.mark.skipif(not onednn_int8_available(), reason="this PyTorch build has no oneDNN int8 linear")
-def test_packed_product_equals_the_dequantized_reference_closer_than_bfloat16_activations():
-    """lm_head's path (oneDNN prepacked int8, 16-bit activations): the dequantized weights' product to ~1e-4, far
-    closer than the bfloat16-activation kernel, the same rows whatever the batch, and nothing new in the state dict."""
-    generator = torch.Generator().manual_seed(4)
-    linear = torch.nn.Linear(64, 300, bias=False)
-    plain = Int8Linear.from_linear(linear)
-    packed = Int8Linear.from_linear(linear)
-    packed.packed_product = True
-    inputs = torch.randn(2, 3, 64, generator=generator) * torch.tensor([0.01, 1.0, 30.0]).view(1, 3, 1)  # (B, T, in)
-    reference = inputs @ (packed.weight_int8.float() * packed.weight_scale[:, None]).T
-
-    def relative_error(actual, expected):
-        return float((actual - expected).norm(dim=-1).max() / expected.norm(dim=-1).min())
-
-    with torch.no_grad():
-        ours, bf16 = packed(inputs), plain(inputs)
-        one_row = packed(inputs[1, 2:3])
-    assert ours.shape == (2, 3, 300) and ours.dtype == torch.float32
-    assert float(((ours - reference).norm(dim=-1) / reference.norm(dim=-1)).max()) < 2e-4  # every row, small ones too
-    assert float(((bf16 - reference).norm(dim=-1) / reference.norm(dim=-1)).max()) > 1e-3  # what it improves on
-    torch.testing.assert_close(one_row, ours[1, 2:3], rtol=1e-6, atol=1e-6)  # rows do not depend on their batch
-    assert set(packed.state_dict()) == set(plain.state_dict()) == {"weight_int8", "weight_scale"}
-    packed.weight_int8 = packed.weight_int8.flip(0).contiguous()  # a replaced buffer (a load) is packed again
-    with torch.no_grad():
-        assert relative_error(packed(inputs), reference) > 0.5
-
-
 def _teacher_forced_logits(loaded, pages, continuation):
     engine = OcrEngine(loaded)
     ids, features = engine.prepare(pages, DecodeOptions())
@@ -115,7 +67,7 @@ def test_int8_logits_stay_close_to_float32_teacher_forced(tiny_checkpoint):
     assert is_quantized(loaded.model)
     language_model = loaded.model.model.language_model
     assert not any(isinstance(module, torch.nn.Linear) for module in language_model.modules())
-    assert isinstance(loaded.model.lm_head, Int8Linear) and loaded.model.lm_head.packed_product
+    assert isinstance(loaded.model.lm_head, Int8Linear)
     experts = [module for module in language_model.modules() if hasattr(module, "gate_up_int8")]
     assert experts and all(not hasattr(module, "gate_up_proj") for module in experts)
     quantized = _teacher_forced_logits(loaded, pages, continuation)

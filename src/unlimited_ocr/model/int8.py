@@ -58,61 +58,8 @@ def int8_matmul(inputs: torch.Tensor, values: torch.Tensor, scale: torch.Tensor)
     return output.to(inputs.dtype).reshape(*shape[:-1], values.shape[0])
 
 
-# Each token's activation row is quantized to 15 bits with its own scale and carried by two int8 rows,
-# x = 128 * hi + lo (|hi| <= 127, |lo| <= 64), so oneDNN's int8 x int8 product computes it exactly from 16-bit inputs.
-ACTIVATION_STEPS = 127 * 128 + 63  # the largest |x| / scale: hi = floor((q + 64) / 128) stays within int8
-
-
-def split_activations(flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(M, K)`` float rows -> ``(2M, K)`` int8 ``[hi; lo]`` and ``(M, 1)`` float32 scales: row r is
-    ``scale[r] * (128 * hi[r] + lo[r])`` to within half a step (2^-15 of the row's largest value)."""
-    flat = flat.float()
-    scale = flat.abs().amax(dim=-1, keepdim=True).clamp(min=1e-30) / ACTIVATION_STEPS  # (M, 1)
-    steps = torch.round(flat / scale)  # (M, K), |steps| <= ACTIVATION_STEPS
-    high = torch.floor((steps + 64) / 128)
-    return torch.cat([high, steps - 128 * high]).to(torch.int8), scale  # (2M, K)
-
-
-def packed_int8_matmul(inputs: torch.Tensor, module: "Int8Linear") -> torch.Tensor:
-    """``inputs @ (weight_int8 * weight_scale).T`` through oneDNN's prepacked int8 linear (VNNI) with 16-bit
-    activations (see ``split_activations``): the hi and lo rows of every token go through one product, which costs
-    what one row does when the product is memory-bound, and the per-row scales apply after it, exactly.
-
-    Measured once per matrix shape (2 cores, weights streamed from memory, 2026-12-05): the 129,280 x 1,280
-    vocabulary projection of the official model 7.5 ms against 13.4 ms with ``_weight_int8pack_mm``, but a 1,280 x 896
-    expert matrix 132 us against 112 (the split's small ops cost ~60 us), so only ``lm_head`` takes this path. Its
-    error against the dequantized weights is 6e-5 (relative L2) where bfloat16 activations give 3e-3. The packed
-    copy is made at the first product and kept beside the plain int8 buffer (which stays the saved form)."""
-    shape = inputs.shape
-    flat = inputs.reshape(-1, shape[-1])  # (M, in)
-    rows = flat.shape[0]
-    if rows == 0:
-        return inputs.new_zeros((*shape[:-1], module.out_features))
-    cache = module.__dict__.get("_onednn_packed")
-    if cache is None or cache[0] is not module.weight_int8:  # packed again if the buffer was replaced (a load)
-        packed = torch.ops.onednn.qlinear_prepack(module.weight_int8, [2, module.in_features])
-        zero_points = torch.zeros(module.out_features, dtype=torch.int64)
-        cache = module.__dict__["_onednn_packed"] = (module.weight_int8, packed, zero_points,
-                                                      module.weight_scale.float().contiguous())
-    _, packed, zero_points, weight_scale = cache
-    pairs, scale = split_activations(flat)  # (2M, in) int8, (M, 1)
-    products = torch.ops.onednn.qlinear_pointwise(pairs, 1.0, 0, packed, weight_scale, zero_points, None, 1.0, 0,
-                                                  torch.float32, "none", [], "")  # (2M, out) float32
-    output = (products[:rows] * 128 + products[rows:]) * scale  # (M, out)
-    return output.to(inputs.dtype).reshape(*shape[:-1], module.out_features)
-
-
-def onednn_int8_available() -> bool:
-    """Whether this PyTorch build has oneDNN's int8 linear (x86 CPU builds do)."""
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.onednn, "qlinear_pointwise")
-
-
 class Int8Linear(nn.Module):
-    """``nn.Linear`` with int8 weights and per-output-channel scales (buffers, so they save and load).
-
-    ``packed_product``: on a CPU, products go through :func:`packed_int8_matmul` (set for ``lm_head``)."""
-
-    packed_product = False
+    """``nn.Linear`` with int8 weights and per-output-channel scales (buffers, so they save and load)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False):
         super().__init__()
@@ -130,10 +77,7 @@ class Int8Linear(nn.Module):
         return module.to(linear.weight.device)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        if self.packed_product and inputs.device.type == "cpu" and onednn_int8_available():
-            output = packed_int8_matmul(inputs, self)
-        else:
-            output = int8_matmul(inputs, self.weight_int8, _bf16_scales(self, "weight_scale"))
+        output = int8_matmul(inputs, self.weight_int8, _bf16_scales(self, "weight_scale"))
         return output if self.bias is None else output + self.bias.to(output.dtype)
 
     def extra_repr(self) -> str:
@@ -251,7 +195,6 @@ def quantize_decoder(model: nn.Module, empty: bool = False, scheme: str = "int8"
     language_model.config._experts_implementation = scheme  # "int8" / "int4": registered with transformers' hook
     if isinstance(model.lm_head, nn.Linear):  # if tied to the embedding, the embedding keeps the float copy
         model.lm_head = convert(model.lm_head)
-        model.lm_head.packed_product = True  # the widest matrix: oneDNN's product pays there (packed_int8_matmul)
     # The vision encoder in bfloat16: at the official shapes it encodes a 1024² page in 3.4 s instead of 9.9 s on
     # 2 cores (AVX-512 BF16) with half the weight and activation memory; its features differ by 1.4% (relative L2).
     model.model.vision_tower.to(ENCODER_DTYPE)
