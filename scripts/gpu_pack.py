@@ -58,8 +58,11 @@ def pack_words(out: Path) -> None:
 
 def pack_checkpoint(run: Path, out: Path) -> str:
     """The run's newest checkpoint; ``run`` may also be a checkpoint folder itself, with the run's config.json in
-    its parent (the layout `git archive real-wip` restores)."""
-    if (run / "model.safetensors").exists():
+    its parent, or a shipped lineage folder (src/unlimited_ocr/checkpoints/unlimited-ocr-tiny-print: an export with
+    its grid head and the run's config as training_config.json)."""
+    if (run / "model.safetensors").exists() and (run / "training_config.json").exists():
+        folder, config = run, run / "training_config.json"
+    elif (run / "model.safetensors").exists():
         folder, config = run, run.parent / "config.json"
     else:
         folder = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()

@@ -141,6 +141,20 @@ def test_missing_and_offline_models_fail_clearly(tmp_path, monkeypatch):
         load_model("someone/not-cached-model")
 
 
+def test_shipped_checkpoints_resolve_by_name_and_a_local_folder_of_that_name_wins(tmp_path, monkeypatch):
+    from unlimited_ocr.model.loading import BUNDLED_DIR, CHECKPOINTS_DIR
+
+    monkeypatch.chdir(tmp_path)
+    shipped = sorted(path.name for path in CHECKPOINTS_DIR.iterdir() if (path / "config.json").exists())
+    assert BUNDLED_DIR.name in shipped
+    for name in shipped:
+        assert resolve_model_path(name) == str(CHECKPOINTS_DIR / name)
+    (tmp_path / BUNDLED_DIR.name).mkdir()  # a user's own folder of the same name is what they mean
+    with pytest.raises(ModelNotFoundError, match="no config.json"):
+        resolve_model_path(BUNDLED_DIR.name)
+    assert resolve_model_path("not-shipped") == "not-shipped"  # anything else stays a hub id
+
+
 def test_opt_in_full_size_official_checkpoint():
     folder = os.environ.get("UOCR_OFFICIAL_MODEL")
     if not folder:

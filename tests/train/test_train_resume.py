@@ -37,6 +37,27 @@ def test_init_from_checkpoint_restores_model_and_auxiliary_head(make_config, tmp
     assert tuned.state["step"] == 0  # fine-tuning starts its own schedule
 
 
+def test_init_from_an_export_that_keeps_its_grid_head_restores_it(make_config, tmp_path):
+    """A shipped lineage folder (an export plus aux-grid.safetensors) continues with its head; without the file the
+    head starts fresh."""
+    import shutil
+
+    source = Trainer(make_config(run_dir=str(tmp_path / "src"), aux="grid"), resume=False)
+    source.train_step()
+    checkpoint = source.save_checkpoint()
+    export = source.export(tmp_path / "src" / "export")
+    bare = Trainer(make_config(run_dir=str(tmp_path / "bare"), aux="grid", seed=1), resume=False,
+                   init_from=str(export))
+    shutil.copy(checkpoint / "aux-grid.safetensors", export / "aux-grid.safetensors")
+    kept = Trainer(make_config(run_dir=str(tmp_path / "kept"), aux="grid", seed=1), resume=False,
+                   init_from=str(export))
+    for name, value in source.module.grid_head.state_dict().items():
+        assert torch.equal(kept.module.grid_head.state_dict()[name], value), name
+        assert not torch.equal(bare.module.grid_head.state_dict()[name], value), name
+    for name, value in source.model.state_dict().items():
+        assert torch.equal(kept.model.state_dict()[name], value), name
+
+
 def test_init_from_an_export_at_another_view_size(make_config, tmp_path):
     """A stage at a larger image size starts from a smaller-view export: every weight is kept except SAM's absolute
     position grid, which is resized (the stage-1 crop reader -> a full-page reader)."""

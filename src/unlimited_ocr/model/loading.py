@@ -9,7 +9,9 @@ Accepted:
   Unlimited-OCR continues from: the same tensor names and the same towers, so it loads into the same class with
   every decoder layer set to full attention and its own default prompt (``Free OCR.``);
 * a hub id, only when online (``HF_HUB_OFFLINE=1`` restricts it to the local hub cache).
-* nothing: the bundled checkpoint shipped inside the package.
+* nothing: the bundled checkpoint shipped inside the package;
+* the name of a checkpoint shipped inside the package (``unlimited-ocr-tiny``, ``unlimited-ocr-tiny-print``: the
+  real-document preview, see its MODEL_CARD.md), when no local folder has that name.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from .positions import PagePositions
 from .prompt import default_prompt
 from .weights_io import checkpoint_files, lazy_state_dict, sequential_loading
 
-BUNDLED_DIR = Path(__file__).resolve().parent.parent / "checkpoints" / "unlimited-ocr-tiny"
+CHECKPOINTS_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
+BUNDLED_DIR = CHECKPOINTS_DIR / "unlimited-ocr-tiny"  # the default
 
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
@@ -128,6 +131,9 @@ def resolve_model_path(model: str | os.PathLike | None) -> str:
             )
         return str(bundled)
     path = Path(model).expanduser()
+    shipped = CHECKPOINTS_DIR / str(model)
+    if not path.exists() and "/" not in str(model) and (shipped / "config.json").exists():
+        return str(shipped)  # a checkpoint shipped with the package, by name
     if path.exists():
         if not (path / "config.json").exists():
             raise ModelNotFoundError(f"{path}: not a model folder (no config.json)")

@@ -127,9 +127,12 @@ class Trainer:
         if init_checkpoint is not None:
             load_weights_resizing_views(self.model, load_safetensors_file(str(init_checkpoint / "model.safetensors")),
                                         partial=init_partial)
+        if init_from:
+            # The training-only heads travel beside the weights: in a checkpoint folder, and in a shipped folder
+            # that keeps them so a later run continues where the lineage stopped (checkpoints/*-print).
             for kind, head in (("ctc", self.module.ctc_head), ("grid", self.module.grid_head)):
-                if head is not None and (init_checkpoint / f"aux-{kind}.safetensors").exists():
-                    load_safetensors_model(head, str(init_checkpoint / f"aux-{kind}.safetensors"))
+                if head is not None and (Path(init_from) / f"aux-{kind}.safetensors").exists():
+                    load_safetensors_model(head, str(Path(init_from) / f"aux-{kind}.safetensors"))
         if config.freeze_encoder:
             for parameter in self.model.model.vision_tower.parameters():
                 parameter.requires_grad_(False)
