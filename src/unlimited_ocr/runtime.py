@@ -81,7 +81,10 @@ class EngineSpec:
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """The engine flags, identical on every command that runs the model."""
     group = parser.add_argument_group("engine (the same on every command)")
-    group.add_argument("--model", default=None, help="checkpoint folder or hub id (default: the bundled model)")
+    group.add_argument("--model", default=None,
+                       help="checkpoint folder, hub id, or the name of a shipped checkpoint: unlimited-ocr-tiny (the "
+                            "default, synthetic cards only) or unlimited-ocr-tiny-print (the real-document preview, "
+                            "pooled CER 0.83 on held-out pages)")
     group.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     group.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES,
                        help="weights and activations (default auto: bfloat16 on CUDA, float32 on CPU)")

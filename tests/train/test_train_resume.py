@@ -21,19 +21,25 @@ def test_resume_gives_same_next_loss(make_config, tmp_path):
         assert torch.equal(a, b), name
 
 
+def assert_continues_with_head(source, continued, fresh):
+    """``continued`` holds ``source``'s weights and grid head; ``fresh`` (same seed, no head to load) does not."""
+    for name, value in source.module.grid_head.state_dict().items():
+        assert torch.equal(continued.module.grid_head.state_dict()[name], value), name
+        assert not torch.equal(fresh.module.grid_head.state_dict()[name], value), name
+    for name, value in source.model.state_dict().items():
+        assert torch.equal(continued.model.state_dict()[name], value), name
+
+
 def test_init_from_checkpoint_restores_model_and_auxiliary_head(make_config, tmp_path):
-    """--init-from a run checkpoint: same weights AND the same grid head (an export has no head: it starts fresh)."""
+    """--init-from a run checkpoint: same weights AND the same grid head (a plain export has no head: it starts
+    fresh)."""
     source = Trainer(make_config(run_dir=str(tmp_path / "src"), aux="grid"), resume=False)
     source.train_step()
     checkpoint = source.save_checkpoint()
     fresh = Trainer(make_config(run_dir=str(tmp_path / "fresh"), aux="grid", seed=1), resume=False)
     tuned = Trainer(make_config(run_dir=str(tmp_path / "tuned"), aux="grid", seed=1), resume=False,
                     init_from=str(checkpoint))
-    for name, value in source.module.grid_head.state_dict().items():
-        assert torch.equal(tuned.module.grid_head.state_dict()[name], value), name
-        assert not torch.equal(fresh.module.grid_head.state_dict()[name], value), name
-    for name, value in source.model.state_dict().items():
-        assert torch.equal(tuned.model.state_dict()[name], value), name
+    assert_continues_with_head(source, tuned, fresh)
     assert tuned.state["step"] == 0  # fine-tuning starts its own schedule
 
 
@@ -51,11 +57,7 @@ def test_init_from_an_export_that_keeps_its_grid_head_restores_it(make_config, t
     shutil.copy(checkpoint / "aux-grid.safetensors", export / "aux-grid.safetensors")
     kept = Trainer(make_config(run_dir=str(tmp_path / "kept"), aux="grid", seed=1), resume=False,
                    init_from=str(export))
-    for name, value in source.module.grid_head.state_dict().items():
-        assert torch.equal(kept.module.grid_head.state_dict()[name], value), name
-        assert not torch.equal(bare.module.grid_head.state_dict()[name], value), name
-    for name, value in source.model.state_dict().items():
-        assert torch.equal(kept.model.state_dict()[name], value), name
+    assert_continues_with_head(source, kept, bare)
 
 
 def test_init_from_an_export_at_another_view_size(make_config, tmp_path):
