@@ -41,4 +41,10 @@ def test_decode_bench_runs_each_engine_per_weight_format(tmp_path, tiny_checkpoi
     assert "rswa_int8_over_transformers_at_end_wall" in data["summary"]
     printed = capsys.readouterr().out
     assert "| rswa | int8 |" in printed and "R-SWA engine int8 / transformers generate() float" in printed
+    from unlimited_ocr.model.native import native_status
+
+    assert f"one-token int8 products: {native_status()}" in printed  # which kernel made the int8 rows
+    if native_status().startswith("native"):  # and the step with each kernel, from the same process
+        assert "rswa+int8 decode step, same process: native kernels" in printed
+        assert data["summary"]["rswa+int8_step_ms_native"] > 0 and data["summary"]["rswa+int8_step_ms_pytorch"] > 0
     assert main(["bench", "decode", "--quantize", "int3", "--checkpoint", str(tiny_checkpoint)]) == 2

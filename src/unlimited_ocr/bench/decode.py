@@ -135,6 +135,10 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
 
         if not is_quantized(loaded.model):  # the bench hands int8 runs an int8 copy (see run()); a model in memory
             quantize_decoder(loaded.model, scheme=quantize)
+    from ..model.native import native_status
+
+    kernel = native_status() if quantize in ("int8", "int4") and device == "cpu" else None
+    kernel_steps = None
     attention = "full" if engine_name == "full" else "rswa"
     engine = OcrEngine(loaded, attention=attention, compile=compile_step and engine_name == "rswa",
                        compile_mode=compile_mode)
@@ -150,6 +154,8 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
                                           on_token=lambda row, token, page: cpu_times.append(time.thread_time()))[0]
         step_times, kv_bytes = result.step_times, result.kv_bytes
         first_step = result.first_step_seconds
+        if kernel and kernel.startswith("native"):
+            kernel_steps = _native_against_pytorch(engine, input_ids, features, window)
     else:
         pixels = [engine.preprocess(page) for page in _RandomPages(pages)]  # generate() takes them all at once
         step_times, cpu_times, kv_bytes = _transformers_generate(engine, pixels, input_ids, tokens)
@@ -167,7 +173,31 @@ def _worker(engine_name: str, checkpoint: str, pages: int, tokens: int, threads:
         "device": str(loaded.device), "dtype": str(loaded.dtype).replace("torch.", ""),
         "reference_length": int(input_ids.shape[0]),
         "encode_s_per_page": round(encode_seconds, 3),
+        "int8_kernel": kernel,  # which one-token int8 product ran (model/native), or why PyTorch's did
+        "kernel_steps_ms": kernel_steps,  # median decode step, native kernels vs PyTorch's, same process
     })
+
+
+def _native_against_pytorch(engine, input_ids, features, window: int, tokens: int = 24) -> dict:
+    """Median decode step of the same quantized model with the native one-token kernels and with PyTorch's
+    (``native.disabled()``), alternated twice in this process: the kernels' own share of a step, from one run."""
+    import statistics
+
+    from ..engine import DecodeOptions
+    from ..model import native
+
+    options = DecodeOptions(max_new_tokens=tokens, ignore_eos=True, no_repeat_window=window, record_step_times=True)
+
+    def median_step() -> float:
+        times = engine.generate_prepared([(input_ids, features)], options)[0].step_times
+        return statistics.median(b - a for a, b in zip(times[2:], times[3:]))
+
+    steps: dict[str, list[float]] = {"native": [], "pytorch": []}
+    for _ in range(2):
+        steps["native"].append(median_step())
+        with native.disabled():
+            steps["pytorch"].append(median_step())
+    return {name: round(1000 * min(values), 2) for name, values in steps.items()}
 
 
 def _quantize_worker(checkpoint: str, out: str, scheme: str, queue) -> None:
@@ -373,6 +403,15 @@ def summarize(rows: list[dict], tokens: int, results: dict, short: dict | None) 
         if f"rswa+{scheme}" in results:
             values[f"rswa_{scheme}_peak_rss_mb"] = round(results[f"rswa+{scheme}"]["peak_rss_mb"], 1)
             lines.append(f"  R-SWA {scheme} peak RSS: {results[f'rswa+{scheme}']['peak_rss_mb']:.0f} MB")
+    kernels = {result["int8_kernel"] for result in results.values() if result.get("int8_kernel")}
+    for kernel in sorted(kernels):
+        lines.append(f"  one-token int8 products: {kernel}")
+    for name, result in results.items():
+        steps = result.get("kernel_steps_ms")
+        if steps:
+            values[f"{name}_step_ms_native"], values[f"{name}_step_ms_pytorch"] = steps["native"], steps["pytorch"]
+            lines.append(f"  {name} decode step, same process: native kernels {steps['native']:.1f} ms, PyTorch's "
+                         f"int8 kernel {steps['pytorch']:.1f} ms ({steps['pytorch'] / steps['native']:.2f}x)")
     start, end = rate("rswa", first, "tok_per_s_cpu"), rate("rswa", tokens, "tok_per_s_cpu")
     if start and end:
         values["rswa_end_over_start_cpu"] = round(end / start, 3)

@@ -4,12 +4,18 @@
     quantize_decoder(loaded.model)        # in place; the engine and transformers' generate() both run it
 
 Each weight matrix W (out, in) becomes int8 values Q and one float scale per output channel, s = max|W_row| / 127,
-W ~= Q * s. A matmul is PyTorch's own int8 kernel, ``aten._weight_int8pack_mm(x, Q, s)``, which reads the int8
-weights in place (4x fewer bytes than float32 from memory, what bounds a decode step on a CPU), with activations
-rounded to bfloat16 for the product (its fast path) and the result returned in float32: the residual stream stays
-float32. Quantization error per matrix is ~0.5/127 of
-each row's largest weight; tests/model/test_int8.py holds the kernel to the dequantized reference and the model's
-logits to the float32 model's.
+W ~= Q * s; the int8 weights are read in place (4x fewer bytes than float32 from memory, what bounds a decode step
+on a CPU) and the result comes back in float32: the residual stream stays float32. Two kernels:
+
+* one token (a decode step) on an x86-64 CPU with a C++ compiler: the native kernels of ``model/native`` (one
+  GEMV per linear layer; one call for a layer's chosen experts, one for each gated MLP, ``Int8GatedMLP``), with
+  16-bit (VNNI) or float32 activations; ~1.6x PyTorch's kernel from DRAM on this project's machine;
+* otherwise (a prefill, a batch of rows, no compiler, CUDA): PyTorch's ``aten._weight_int8pack_mm(x, Q, s)``, with
+  activations rounded to bfloat16 for the product (its fast path).
+
+Quantization error per matrix is ~0.5/127 of each row's largest weight; tests/model/test_int8.py holds the
+kernels to the dequantized reference and the model's logits to the float32 model's (test_native.py the native
+ones).
 
 transformers 5 keeps the routed experts as fused 3-D tensors (``gate_up_proj`` (E, 2I, H), ``down_proj`` (E, H, I))
 and dispatches their forward through ``config._experts_implementation``: the int8 experts are registered there
@@ -25,6 +31,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from . import native
 from .weights_io import read_safetensors
 
 EXPERTS_IMPLEMENTATION = "int8"
@@ -53,6 +60,9 @@ def int8_matmul(inputs: torch.Tensor, values: torch.Tensor, scale: torch.Tensor)
     flat = inputs.reshape(-1, shape[-1])  # (N, in)
     if flat.shape[0] == 0:
         return inputs.new_zeros((*shape[:-1], values.shape[0]))
+    if flat.shape[0] == 1 and native.supports(flat, values):  # a decode step: the native GEMV, float32 activations
+        output = native.call(native.int8_gemv, native.int8_gemv_op, flat, values, scale.float())  # (1, out)
+        return output.to(inputs.dtype).reshape(*shape[:-1], values.shape[0])
     output = torch.ops.aten._weight_int8pack_mm(flat.to(ACTIVATION_DTYPE).contiguous(), values,
                                                 scale.to(ACTIVATION_DTYPE))  # (N, out); a no-op if already bf16
     return output.to(inputs.dtype).reshape(*shape[:-1], values.shape[0])
@@ -77,6 +87,10 @@ class Int8Linear(nn.Module):
         return module.to(linear.weight.device)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        if inputs.numel() == self.in_features and native.supports(inputs, self.weight_int8):  # one token
+            output = native.call(native.int8_gemv, native.int8_gemv_op, inputs, self.weight_int8,
+                                 self.weight_scale).to(inputs.dtype)
+            return output if self.bias is None else output + self.bias.to(output.dtype)
         output = int8_matmul(inputs, self.weight_int8, _bf16_scales(self, "weight_scale"))
         return output if self.bias is None else output + self.bias.to(output.dtype)
 
@@ -100,6 +114,11 @@ def int8_experts_forward(self: nn.Module, hidden_states: torch.Tensor, top_k_ind
     (a decode step: top-k experts, one token each; a prefill: many tokens per expert). Same maths as transformers'
     eager experts loop: act(gate) * up, down, weighted by the router, summed per token."""
     num_tokens, top_k = top_k_index.shape
+    silu = getattr(self, "native_silu", None)  # set by quantize_decoder; an experts module made elsewhere: now
+    if silu is None:
+        silu = self.native_silu = _is_silu(self.act_fn)
+    if num_tokens == 1 and silu and native.supports(hidden_states, self.gate_up_int8[0]):
+        return _one_token_native(self, hidden_states, top_k_index, top_k_weights)
     gate_up_scales, down_scales = _bf16_scales(self, "gate_up_scale"), _bf16_scales(self, "down_scale")
     inputs = hidden_states.to(ACTIVATION_DTYPE)  # (T, H): rounded once for every expert's product
     if num_tokens == 1:
@@ -134,6 +153,44 @@ def int8_experts_forward(self: nn.Module, hidden_states: torch.Tensor, top_k_ind
     return output
 
 
+def _is_silu(act_fn) -> bool:
+    """Whether an activation is SiLU (the native gated MLP computes silu itself), checked on a few values."""
+    probe = torch.tensor([-3.0, -0.5, 0.0, 0.7, 4.0])
+    with torch.no_grad():
+        return bool(torch.allclose(act_fn(probe), nn.functional.silu(probe)))
+
+
+def _one_token_native(self: nn.Module, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
+                      top_k_weights: torch.Tensor) -> torch.Tensor:
+    """A decode step's k experts in one native call (model/native): float32 activations and scales, each expert's
+    int8 rows read in place, the router-weighted sum made there."""
+    output = native.call(native.int8_experts_one_token, native.int8_experts_one_token_op,
+                         hidden_states.to(torch.float32), self.gate_up_int8, self.gate_up_scale, self.down_int8,
+                         self.down_scale, top_k_index, top_k_weights.to(torch.float32))  # (1, H)
+    return output.to(hidden_states.dtype)
+
+
+class Int8GatedMLP(nn.Module):
+    """transformers' gated MLP (``down(act(gate(x)) * up(x))``: the dense MLP and the shared experts) with
+    :class:`Int8Linear` projections under the same names, so the state dict is unchanged; a decode step's one
+    token goes through the native kernel in one call (model/native)."""
+
+    def __init__(self, gate_proj: nn.Module, up_proj: nn.Module, down_proj: nn.Module, act_fn):
+        super().__init__()
+        self.gate_proj, self.up_proj, self.down_proj, self.act_fn = gate_proj, up_proj, down_proj, act_fn
+        self.native_silu = _is_silu(act_fn)  # the native kernel computes silu itself; another activation: no
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        gate, up, down = self.gate_proj, self.up_proj, self.down_proj
+        if (inputs.numel() == gate.in_features and native.supports(inputs, gate.weight_int8)
+                and gate.bias is None and up.bias is None and down.bias is None and self.native_silu):
+            output = native.call(native.int8_mlp, native.int8_gated_mlp_op, inputs, gate.weight_int8,
+                                 gate.weight_scale, up.weight_int8, up.weight_scale, down.weight_int8,
+                                 down.weight_scale)
+            return output.to(inputs.dtype)
+        return down(self.act_fn(gate(inputs)) * up(inputs))
+
+
 def _register() -> None:
     from transformers.integrations.moe import ExpertsInterface
 
@@ -158,6 +215,12 @@ def _quantize_experts(experts: nn.Module, empty: bool = False) -> None:
         short = name.removesuffix("_proj")
         experts.register_buffer(f"{short}_int8", values)
         experts.register_buffer(f"{short}_scale", scales)
+
+
+def _is_gated_mlp(module: nn.Module, of: type = nn.Linear) -> bool:
+    """transformers' gated MLP shape: gate_proj, up_proj and down_proj of type ``of`` and an act_fn."""
+    return (not isinstance(module, Int8GatedMLP) and hasattr(module, "act_fn")
+            and all(isinstance(getattr(module, name, None), of) for name in ("gate_proj", "up_proj", "down_proj")))
 
 
 SCHEMES = ("int8", "int4")  # int4: group-wise 4-bit weights (model/int4.py), the same places, another kernel
@@ -190,8 +253,14 @@ def quantize_decoder(model: nn.Module, empty: bool = False, scheme: str = "int8"
             elif hasattr(child, "gate_up_proj") and hasattr(child, "down_proj") and hasattr(child, "num_experts"):
                 if scheme == "int8":
                     _quantize_experts(child, empty=empty)
+                    child.native_silu = _is_silu(child.act_fn)  # the one-token native path computes silu itself
                 else:
                     int4.quantize_experts_int4(child, empty=empty)
+    for module in list(language_model.modules()):  # gated MLPs, now of Int8Linears: one native call per token
+        for child_name, child in list(module.named_children()):
+            if _is_gated_mlp(child, of=Int8Linear):
+                setattr(module, child_name, Int8GatedMLP(child.gate_proj, child.up_proj, child.down_proj,
+                                                         child.act_fn))
     language_model.config._experts_implementation = scheme  # "int8" / "int4": registered with transformers' hook
     if isinstance(model.lm_head, nn.Linear):  # if tied to the embedding, the embedding keeps the float copy
         model.lm_head = convert(model.lm_head)
