@@ -28,7 +28,7 @@ def test_print_checkpoint_is_small_safetensors_of_the_official_class_that_reads_
 def test_print_checkpoint_reads_a_typeset_book_page(tmp_path, monkeypatch):
     """A public-domain book page (the Huckleberry Finn transcription in docs/scans) typeset in DejaVu Serif, a face
     the lineage trained on only through synthetic crops, scored against the PDF's own text layer as `eval pdf-text`
-    scores it. Measured (2026-12-06, rt-d step 1,260): 0.544 (rt-c step 2,502: 0.551, rt-b step 2,008: 0.689); the bundled default reads the same page at 0.995. An
+    scores it. Measured (2026-12-07, rt-e step 2,300): 0.535 (rt-d step 1,260: 0.544, rt-c step 2,502: 0.551, rt-b step 2,008: 0.689); the bundled default reads the same page at 0.995. An
     untrained or broken reader writes word-like noise at CER >= 0.8, so the bound cannot pass by luck."""
     from unlimited_ocr.data.typeset import paragraphs, typeset_pdf
     from unlimited_ocr.eval.pdf_text import main
