@@ -48,6 +48,17 @@ def test_pages_are_read_tile_by_tile(tiny_checkpoint, tmp_path):
     assert result.pages == expected and result.num_pages == 3
     assert len(result.token_ids) == 12 * sum(len(t) for t in tiles)
     assert sorted(set(seen_pages)) == [1, 3]  # progress is reported against the page a tile belongs to
+    config["reflow_line_height"] = 30  # every page scaled to 30-px lines: other tiles, read the same way
+    (folder / "config.json").write_text(json.dumps(config))
+    loaded = load_model(str(folder), dtype=torch.float32)
+    assert loaded.reflow_line_height == 30
+    engine = OcrEngine(loaded)
+    scaled = [reflow_page(page, ReflowSettings.for_checkpoint(256, 30)) for page in pages]
+    assert len(scaled[0]) > len(tiles[0])  # 20-px bars grown to 30 px fill more tiles
+    result = engine.parse(pages, options)
+    assert result.pages == ["\n".join(engine.generate([[tile]], options)[0].text.strip() for tile in page_tiles)
+                            for page_tiles in scaled]
     plain = OcrEngine(load_model(str(tiny_checkpoint), dtype=torch.float32))
+    assert plain.loaded.reflow_line_height is None
     assert plain.loaded.reflow_tile is None
     assert plain.parse(pages[:1], options).reference_length == plain.generate([[pages[0]]], options)[0].reference_length

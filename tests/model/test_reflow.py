@@ -168,6 +168,19 @@ def test_tiles_hold_the_segments_pixels():
     assert (pixels == 0).sum() == width * height  # nothing else drawn
 
 
+@pytest.mark.parametrize("target", [18, 24, 30])
+def test_a_checkpoint_line_height_scales_every_page_to_it(two_columns, target):
+    """reflow_line_height: 144-dpi body text (~14-16 px of ink here) is brought to exactly that height, even when it
+    is inside the default range, where the default leaves it alone."""
+    image = page(two_columns, 1)
+    native = [p for p in plan_reflow(image) if p.source[3] - p.source[1] < 20]  # the body lines, not the heading
+    assert native and all(p.target[3] == p.source[3] - p.source[1] for p in native)  # default: native size
+    scaled = plan_reflow(image, ReflowSettings.for_checkpoint(512, target))
+    heights = [p.target[3] for p in scaled]
+    assert abs(float(np.median(heights)) - target) <= 1
+    assert ReflowSettings.for_checkpoint(512, None) == ReflowSettings(tile=512)
+
+
 def test_blank_page_has_no_tiles():
     assert reflow_page(Image.new("RGB", (800, 1000), (255, 255, 255))) == []
     assert reflow_page(Image.new("RGB", (800, 1000), (0, 0, 0))) == []
@@ -206,6 +219,36 @@ def test_pdf_pairs_reflow_tiles(two_columns, tmp_path):
             assert ink[int(y) - 6:int(y) + 7, int(x) - 4:int(x) + 5].any(), (x, y)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["settings"]["reflow_tile"] == 256 and manifest["counts"]["multi_page_samples"] == 0
+    assert manifest["settings"]["reflow_line_height"] is None
+
+
+def test_pdf_pairs_tiles_at_a_line_height(two_columns, tmp_path):
+    """--reflow-line-height writes the tiles a checkpoint with that reflow_line_height reads: larger lines, the
+    same text, every character's centre still on its glyph."""
+    from unlimited_ocr.data.pdf_pairs import main
+    from unlimited_ocr.data.messages import load_messages_dataset
+
+    out = tmp_path / "tiles"
+    assert main([str(two_columns), "-o", str(out), "--dpi", str(DPI), "--reflow-tile", "256", "--min-chars", "50",
+                 "--reflow-line-height", "28"]) == 0
+    samples = list(load_messages_dataset(out))
+    texts = {1: [], 2: []}
+    for sample in samples:
+        texts[int(Path(sample.image_paths[0]).name.split("-p")[1][:4])].append(sample.target)
+    # Larger lines fill more 256-px tiles; a page's last tile, when it holds under 20 characters, is not a sample.
+    for number, truth in ((1, " ".join([TITLE, *LEFT, *RIGHT])), (2, LONG)):
+        read, truth = collapse_whitespace(" ".join(texts[number])), collapse_whitespace(truth)
+        assert truth.startswith(read) and len(truth) - len(read) < 20, (read, truth)
+    expected = [p for n in (1, 2) for p in plan_reflow(page(two_columns, n), ReflowSettings.for_checkpoint(256, 28))]
+    assert abs(float(np.median([p.target[3] for p in expected])) - 28) <= 1
+    for sample in samples:
+        ink = ink_mask(np.asarray(Image.open(sample.image_paths[0]).convert("L")))
+        for x, y in sample.centres[0]:
+            assert ink[int(y) - 8:int(y) + 9, int(x) - 6:int(x) + 7].any(), (x, y)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["settings"]["reflow_line_height"] == 28
+    with pytest.raises(SystemExit):  # a line height without tiles means nothing
+        main([str(two_columns), "-o", str(tmp_path / "bad"), "--reflow-line-height", "28"])
 
 
 def test_text_that_cannot_fit_its_segment_is_implausible():

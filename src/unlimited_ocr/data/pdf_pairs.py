@@ -241,7 +241,7 @@ def reflowed_tiles(path: Path, number: int, image: Image.Image, page_text: str,
     from ..model.reflow import ReflowSettings, plan_reflow, render_tiles
     from .reflow_pairs import page_characters, plausible, reflow_agreement, segment_texts, tile_samples
 
-    settings = ReflowSettings(tile=args.reflow_tile)
+    settings = ReflowSettings.for_checkpoint(args.reflow_tile, args.reflow_line_height)
     placements = plan_reflow(image, settings)
     text, centres = page_characters(path, number, args.dpi)
     if not plausible(placements, segment_texts(text, centres, placements)):
@@ -320,6 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write each page as reflowed tiles of PX pixels (model/reflow.py), one sample per tile "
                              "with the text inside it, for checkpoints that read pages that way; no multi-page "
                              "samples")
+    parser.add_argument("--reflow-line-height", type=int, default=None, metavar="PX",
+                        help="with --reflow-tile: scale every page so its median text line is PX pixels tall on "
+                             "the tiles (a checkpoint's reflow_line_height; default: only pages outside 16-25 px "
+                             "are scaled)")
     return parser
 
 
@@ -340,6 +344,9 @@ def main(argv: list[str]) -> int:
         if args.reflow_tile < 64:
             parser.error("--reflow-tile must be >= 64 pixels")
         args.multi_fraction = 0.0  # tiles of one page are not pages of a document
+    if args.reflow_line_height is not None and (args.reflow_tile is None or not 4 <= args.reflow_line_height
+                                                 <= (args.reflow_tile or 0) // 4):
+        parser.error("--reflow-line-height needs --reflow-tile and must be between 4 and a quarter of the tile")
 
     out = Path(args.output)
     (out / PAGES_DIR).mkdir(parents=True, exist_ok=True)
@@ -392,7 +399,7 @@ def main(argv: list[str]) -> int:
         "settings": {"pages": args.pages, "max_pages_per_pdf": args.max_pages_per_pdf,
                      "multi_fraction": args.multi_fraction, "max_doc_pages": args.max_doc_pages,
                      "min_chars": args.min_chars, "max_foreign_fraction": MAX_FOREIGN_FRACTION, "seed": args.seed,
-                     "reflow_tile": args.reflow_tile},
+                     "reflow_tile": args.reflow_tile, "reflow_line_height": args.reflow_line_height},
         "sources": [
             {"path": str(s.path), "sha256": s.sha256, "pages_total": s.pages_total,
              "pages_considered": len(s.pages_considered), "pages_used": len(s.good),

@@ -26,7 +26,7 @@ TILES_PER_BATCH = 8  # a page at 144 dpi makes 2-5 tiles; a poster or a huge pag
 def parse_reflowed(engine, pages: Sequence[Image.Image], options: DecodeOptions,
                    on_token: TokenCallback | None = None) -> DocumentResult:
     tile = engine.loaded.reflow_tile
-    settings = ReflowSettings(tile=tile)
+    settings = ReflowSettings.for_checkpoint(tile, engine.loaded.reflow_line_height)
     budget = options.max_new_tokens
     tile_options = replace(options, max_new_tokens=max(1, min(budget, int(TILE_TOKENS_PER_PIXEL_ROW * tile))))
     page_texts, token_ids, stops = [], [], []

@@ -111,6 +111,13 @@ class LoadedModel:
         return int(tile) if tile else None
 
     @property
+    def reflow_line_height(self) -> int | None:
+        """With ``reflow_tile``: the height in px every page's median text line is scaled to on the tiles
+        (``reflow_line_height`` in config.json); None: pages are scaled only when their lines are outside 16-25 px."""
+        height = getattr(self.model.config, "reflow_line_height", None)
+        return int(height) if height else None
+
+    @property
     def trained_attention(self) -> str:
         """'rswa' or 'full': what the checkpoint's layers were configured with."""
         types = set(self.model.config.text_config.layer_types)

@@ -38,6 +38,14 @@ class ReflowSettings:
     tall_line: float = 3.0  # a "line" taller than this many median lines is a figure: skipped
     deskew: bool = True  # reflow_page levels a skewed page first (scans); digital pages measure level, stay as they are
 
+    @classmethod
+    def for_checkpoint(cls, tile: int, line_height: int | None = None) -> "ReflowSettings":
+        """The settings a checkpoint reads with (``reflow_tile``, ``reflow_line_height`` in its config.json): with a
+        line height, every page is scaled so its median line is exactly that tall. A small vision tower reads glyphs
+        better a little larger than 144-dpi body text (ink ~18-20 px): more pixels per 8-px patch, about one line
+        per 32-px token row."""
+        return cls(tile=tile, line_height=(line_height, line_height)) if line_height else cls(tile=tile)
+
 
 def ink_mask(gray: np.ndarray) -> np.ndarray:
     """Dark pixels of a grey page (Otsu's threshold; a blank page has no ink)."""

@@ -75,6 +75,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--reflow-tile", type=int, default=None, metavar="PX",
         help="the export reads pages as reflowed tiles of PX pixels (model/reflow.py; a model trained on crops of "
              "that size); 0 = one view per page")
+    add("--reflow-line-height", type=int, default=None, metavar="PX",
+        help="with --reflow-tile: the export scales every page so its median text line is PX pixels tall on the "
+             "tiles (match the tiles of --data: data pdf-pairs --reflow-line-height); 0 = only pages outside "
+             "16-25 px")
     add("--aux", choices=["grid", "ctc", "none"], default=None,
         help="auxiliary loss on the visual tokens (training only): per-cell characters, CTC, or none")
     add("--aux-weight", type=float, default=None, help="auxiliary loss weight (0 disables the head)")
@@ -147,7 +151,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         ("aux", None): args.aux, ("aux_weight", None): args.aux_weight, ("ctc_frames", None): args.ctc_frames,
         ("grid_slots", None): args.grid_slots, ("guide_weight", None): args.guide_weight,
         ("pack_length", None): args.pack_length, ("page_position_stride", None): args.page_stride,
-        ("reflow_tile", None): args.reflow_tile,
+        ("reflow_tile", None): args.reflow_tile, ("reflow_line_height", None): args.reflow_line_height,
         ("seed", None): args.seed, ("seed", "data"): args.data_seed,
         ("eval_every_steps", None): args.eval_every_steps,
         ("lr", "optim"): args.lr, ("warmup_steps", "optim"): args.warmup,

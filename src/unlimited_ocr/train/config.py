@@ -120,6 +120,10 @@ class TrainConfig:
     # into tiles of whole lines at native resolution (model/reflow.py), for a model trained on crops of that size.
     # 0 = one view per page (the official scheme, and the bundled model's).
     reflow_tile: int = 0
+    # With reflow_tile: every page is scaled so its median text line is this many px tall on the tiles
+    # (``reflow_line_height`` in config.json; train on tiles written with the same ``data pdf-pairs
+    # --reflow-line-height``). 0 = pages scaled only when their lines are outside 16-25 px.
+    reflow_line_height: int = 0
     # Auxiliary loss on the visual tokens (training only; its head is never exported), to make the model READ
     # early instead of learning the language first:
     #   "grid": each visual token predicts the characters drawn in its own cell (from the recorded layout);

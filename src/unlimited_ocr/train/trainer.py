@@ -115,6 +115,8 @@ class Trainer:
             self.model.config.page_position_stride = config.page_position_stride
         if config.reflow_tile:  # likewise: the engine reads pages as reflowed tiles (engine/reflowed.py)
             self.model.config.reflow_tile = config.reflow_tile
+            if config.reflow_line_height:
+                self.model.config.reflow_line_height = config.reflow_line_height
         self.queries = queries_per_side(self.model)
         self.image_size = int(self.model.config.vision_config.sam_config.image_size)
         window = None if config.attention == "full" else config.model.sliding_window
