@@ -28,3 +28,12 @@ def test_full_attention_twin_export(make_config, tmp_path):
     loaded = load_model(trainer.export(tmp_path / "export-full"))
     assert loaded.trained_attention == "full"
     assert set(loaded.model.config.text_config.layer_types) == {"full_attention"}
+
+
+def test_reflow_settings_reach_the_exported_config(make_config, tmp_path):
+    """--reflow-tile / --reflow-line-height: the export reads pages as the training tiles were written."""
+    trainer = Trainer(make_config(reflow_tile=256, reflow_line_height=24), resume=False)
+    loaded = load_model(trainer.export(tmp_path / "export"))
+    assert loaded.reflow_tile == 256 and loaded.reflow_line_height == 24
+    plain = load_model(Trainer(make_config(run_dir=tmp_path / "plain"), resume=False).export(tmp_path / "plain-export"))
+    assert plain.reflow_tile is None and plain.reflow_line_height is None
