@@ -37,3 +37,14 @@ def test_reflow_settings_reach_the_exported_config(make_config, tmp_path):
     assert loaded.reflow_tile == 256 and loaded.reflow_line_height == 24
     plain = load_model(Trainer(make_config(run_dir=tmp_path / "plain"), resume=False).export(tmp_path / "plain-export"))
     assert plain.reflow_tile is None and plain.reflow_line_height is None
+
+
+def test_a_line_height_without_tiles_is_refused(tmp_path, capsys):
+    import pytest
+
+    from unlimited_ocr.train.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--run-dir", str(tmp_path / "run"), "--reflow-line-height", "24", "--steps", "1"])
+    assert exit_info.value.code == 2 and "--reflow-tile" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # nothing written

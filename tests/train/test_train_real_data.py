@@ -78,3 +78,23 @@ def test_tiles_of_a_pdf_share_its_document_key():
              "pages/guide-1a2b3c4d-p0011-t12.png")
     keys = {sources.document_key(name) for name in names}
     assert keys == {"guide-1a2b3c4d"}
+
+
+@pytest.mark.parametrize("written, run, ok", [
+    ({"reflow_tile": 512, "reflow_line_height": 24}, (512, 24), True),
+    ({"reflow_tile": 512, "reflow_line_height": None}, (512, 0), True),  # tiles at native size, read so
+    ({"reflow_tile": 512, "reflow_line_height": 24}, (512, 0), False),  # trained on 24-px lines, read at native
+    ({"reflow_tile": 512}, (512, 24), False),  # a dataset from before the line height: native size
+    ({"reflow_tile": 256, "reflow_line_height": 24}, (512, 24), False),
+    ({"reflow_tile": None}, (512, 24), True),  # whole pages: nothing to compare
+])
+def test_tiles_must_be_written_as_the_export_reads(make_config, tmp_path, written, run, ok):
+    from unlimited_ocr.train.sources import check_tile_geometry
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"settings": written}))
+    config = make_config(reflow_tile=run[0], reflow_line_height=run[1])
+    if ok:
+        check_tile_geometry(tmp_path, config)
+    else:
+        with pytest.raises(ValueError, match="line height|tile"):
+            check_tile_geometry(tmp_path, config)

@@ -46,9 +46,7 @@ class ReflowSettings:
     @classmethod
     def for_checkpoint(cls, tile: int, line_height: int | None = None) -> "ReflowSettings":
         """The settings a checkpoint reads with (``reflow_tile``, ``reflow_line_height`` in its config.json): with a
-        line height, every page is scaled so its median line is exactly that tall. A small vision tower reads glyphs
-        better a little larger than 144-dpi body text (ink ~18-20 px): more pixels per 8-px patch, about one line
-        per 32-px token row."""
+        line height, every page is scaled so its median line is exactly that tall (why: the module docstring)."""
         return cls(tile=tile, line_height=(line_height, line_height)) if line_height else cls(tile=tile)
 
 

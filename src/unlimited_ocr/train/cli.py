@@ -197,13 +197,16 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     from .trainer import Trainer
 
     config = config_from_args(args)
+    if config.reflow_line_height and not config.reflow_tile:
+        parser.error("--reflow-line-height needs --reflow-tile (or a --config-from that sets it)")
     trainer = Trainer(config, resume=not args.no_resume, init_from=args.init_from, init_partial=args.init_partial)
     try:
         if args.export_only:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import random
 import re
 from collections.abc import Iterator
@@ -103,6 +104,7 @@ class SampleSource:
             return
         from ..data.messages import load_messages_dataset
 
+        check_tile_geometry(path, self.config)
         real = load_messages_dataset(path)
         self.real_train = [item for item in real if real_split(item) == "train"]
         self.real_heldout = [item for item in real if real_split(item) == "heldout"]
@@ -184,3 +186,18 @@ class BatchStream:
     def close(self) -> None:
         self._iterator = None  # the DataLoader's workers exit with their iterator
         self._expected = None
+
+
+def check_tile_geometry(folder: str | Path, config: TrainConfig) -> None:
+    """Reflowed tiles (``data pdf-pairs --reflow-tile``) must have been written as the export will read pages: the same
+    tile side and line height, or the model trains on one geometry and is read in another. Raises ValueError."""
+    manifest = Path(folder) / "manifest.json"
+    settings = json.loads(manifest.read_text()).get("settings", {}) if manifest.exists() else {}
+    if not settings.get("reflow_tile"):
+        return  # whole pages, or a dataset written elsewhere: nothing recorded to compare
+    written = (settings["reflow_tile"], settings.get("reflow_line_height") or 0)
+    run = (config.reflow_tile, config.reflow_line_height or 0)
+    if written != run:
+        raise ValueError(f"--data {folder}: tiles written with reflow tile {written[0]}, line height "
+                         f"{written[1] or 'native'}; this run exports tile {run[0] or 'none'}, line height "
+                         f"{run[1] or 'native'} (set --reflow-tile / --reflow-line-height to match)")
