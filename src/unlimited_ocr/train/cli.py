@@ -118,6 +118,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--init-partial", action="store_true",
         help="with --init-from: load the weights whose shapes match (e.g. a trained decoder under a wider vision "
              "tower); the rest start fresh")
+    add("--init-widen", action="store_true",
+        help="with --init-from an exported folder: this run's vision tower is wider (--sam-hidden, --sam-neck, "
+             "--vision-hidden: whole multiples of the source's) and starts as the source's trained tower, every "
+             "channel a copy, so the model computes the same function before its first step (train/widen.py)")
     add("--no-resume", action="store_true", help="start over even if the run folder holds a checkpoint")
     add("--config-from", default=None, metavar="CONFIG_JSON",
         help="start from another run's config.json (a new stage with its settings); other flags override it")
@@ -207,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     config = config_from_args(args)
     if config.reflow_line_height and not config.reflow_tile:
         parser.error("--reflow-line-height needs --reflow-tile (or a --config-from that sets it)")
-    trainer = Trainer(config, resume=not args.no_resume, init_from=args.init_from, init_partial=args.init_partial)
+    trainer = Trainer(config, resume=not args.no_resume, init_from=args.init_from, init_partial=args.init_partial,
+                      init_widen=args.init_widen)
     try:
         if args.export_only:
             if trainer.rank == 0:

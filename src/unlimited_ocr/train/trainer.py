@@ -42,6 +42,7 @@ from .batch import collate
 from .config import TrainConfig, parse_curriculum, scheduled_level
 from .modeling import TrainingModule, build_model, load_weights_resizing_views, queries_per_side
 from .sources import BatchStream, RealSample, SampleSource
+from .widen import widen_vision_state
 
 def eval_level(config: TrainConfig) -> int:
     if config.data.eval_level is not None:
@@ -86,7 +87,7 @@ def character_error_rate(references: list[str], hypotheses: list[str]) -> float:
 
 class Trainer:
     def __init__(self, config: TrainConfig, resume: bool = True, init_from: str | None = None,
-                 init_partial: bool = False):
+                 init_partial: bool = False, init_widen: bool = False):
         self.config = config
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
@@ -109,7 +110,12 @@ class Trainer:
             from transformers import UnlimitedOcrForConditionalGeneration
 
             source = UnlimitedOcrForConditionalGeneration.from_pretrained(init_from)
-            load_weights_resizing_views(self.model, source.state_dict(), partial=init_partial)
+            state = source.state_dict()
+            if init_widen:  # a wider vision tower that starts as the source's trained one (train/widen.py)
+                state = widen_vision_state(state, source.config, self.model.config, seed=config.seed)
+            load_weights_resizing_views(self.model, state, partial=init_partial)
+        elif init_widen:
+            raise ValueError("--init-widen needs --init-from an exported model folder (with its config.json)")
         if config.page_position_stride:
             # Saved with the model (config.json), so the engine and every export use the same rotary ids.
             self.model.config.page_position_stride = config.page_position_stride
