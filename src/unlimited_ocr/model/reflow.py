@@ -11,7 +11,8 @@ geometry it was trained on: square crops of a few hundred pixels holding whole l
 
 A checkpoint may ask for its lines at a fixed height (``reflow_line_height``): the page is then scaled so its median
 line is exactly that tall. The rt lineage's 8-px patches read 144-dpi body text (ink ~16-20 px) far better brought to
-24 px, about one line per 32-px token row (development pages, same weights: CER 0.62 at native size, 0.35 at 24 px).
+24 px, about one line per 32-px token row (development pages, same weights: CER 0.62 at native size, 0.35 at 24 px);
+the shipped tiny-print model, trained on tiles at 28 px, reads at 28 px.
 
 Each tile is then read as its own page and the tiles' texts are joined. A box many lines tall (text beside a
 drawing) is cut again without its big connected components; what stays that tall is a drawing and is skipped.
