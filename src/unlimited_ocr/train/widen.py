@@ -146,7 +146,14 @@ def widen_vision_state(state: dict[str, torch.Tensor], source_config, target_con
     neck = repeated_space(old_sam.output_channels, k_neck, generator)
     down = repeated_space(old_sam.downsample_channels[0], k_down, generator)
     clip_residual = repeated_space(old_clip.hidden_size, k_clip, generator)  # = the SAM output's space
-    sam_query_scale = clip_query_scale = 1.0
+    # Spaces inside a layer (heads, MLP hidden) are built once and shared by every layer of the tower: a layer's
+    # incoming and outgoing weights must agree on them, and the noise alone breaks the symmetry between layers' copies.
+    sam_heads = repeated_space(old_sam.hidden_size, k_sam, generator, per_head=sam_head_dim)
+    sam_head_dims = repeated_space(sam_head_dim, k_sam, generator)  # the relative-position tables' last dimension
+    sam_mlp = repeated_space(old_sam.mlp_dim, k_sam_mlp, generator)
+    clip_heads = repeated_space(old_clip.hidden_size, k_clip, generator, per_head=clip_head_dim)
+    clip_mlp = repeated_space(old_clip.intermediate_size, k_clip_mlp, generator)
+    sam_query_scale, clip_query_scale = 1 / math.sqrt(k_sam), 1 / math.sqrt(k_clip)
 
     out: dict[str, torch.Tensor] = {}
     wide = lambda value, o, i=None, **kw: widen_tensor(value, o, i, noise=noise, generator=generator, **kw)  # noqa: E731
@@ -164,28 +171,23 @@ def widen_vision_state(state: dict[str, torch.Tensor], source_config, target_con
                 if layer.startswith("layer_norm"):
                     out[name] = widen_tensor(value, sam_residual)
                 elif layer == "attn":
-                    head_space = repeated_space(old_sam.hidden_size, k_sam, torch.Generator().manual_seed(seed + 7),
-                                                per_head=sam_head_dim)
-                    sam_query_scale = 1 / math.sqrt(k_sam)
                     if parts[3] in ("rel_pos_h", "rel_pos_w"):  # (2w - 1, head_dim), dotted with unscaled queries
-                        per_dim = repeated_space(sam_head_dim, k_sam, generator)
-                        out[name] = widen_tensor(value, per_dim, out_dim=1, scale=sam_query_scale)
+                        out[name] = widen_tensor(value, sam_head_dims, out_dim=1, scale=sam_query_scale)
                     elif parts[3] == "qkv":  # (3C, C): query, key, value stacked
                         blocks = value.chunk(3, dim=0)
-                        pieces = [wide(block, head_space, sam_residual if value.dim() == 2 else None,
+                        pieces = [wide(block, sam_heads, sam_residual if value.dim() == 2 else None,
                                        scale=sam_query_scale if index == 0 else 1.0)
                                   for index, block in enumerate(blocks)]
                         out[name] = torch.cat(pieces, dim=0)
                     elif parts[3] == "proj":  # (C, C): heads' outputs -> residual
-                        out[name] = wide(value, sam_residual, head_space if value.dim() == 2 else None)
+                        out[name] = wide(value, sam_residual, sam_heads if value.dim() == 2 else None)
                     else:
                         raise KeyError(name)
                 elif layer == "mlp":
-                    mlp = repeated_space(old_sam.mlp_dim, k_sam_mlp, torch.Generator().manual_seed(seed + 11))
                     if parts[3] == "lin1":
-                        out[name] = wide(value, mlp, sam_residual if value.dim() == 2 else None)
+                        out[name] = wide(value, sam_mlp, sam_residual if value.dim() == 2 else None)
                     else:
-                        out[name] = wide(value, sam_residual, mlp if value.dim() == 2 else None)
+                        out[name] = wide(value, sam_residual, sam_mlp if value.dim() == 2 else None)
                 else:
                     raise KeyError(name)
             elif key == "neck.conv1.weight":  # (N, C, 1, 1)
@@ -211,25 +213,19 @@ def widen_vision_state(state: dict[str, torch.Tensor], source_config, target_con
                     or (parts[0] == "encoder" and parts[3].startswith("layer_norm")):
                 out[name] = widen_tensor(value, clip_residual)
             elif parts[0] == "encoder" and parts[3] == "self_attn":
-                head_space = repeated_space(old_clip.hidden_size, k_clip,
-                                            torch.Generator().manual_seed(seed + 13 + int(parts[2])),
-                                            per_head=clip_head_dim)
-                clip_query_scale = 1 / math.sqrt(k_clip)
                 matrix = value.dim() == 2
                 if parts[4] in ("q_proj", "k_proj", "v_proj"):
                     scale = clip_query_scale if parts[4] == "q_proj" else 1.0
-                    out[name] = wide(value, head_space, clip_residual if matrix else None, scale=scale)
+                    out[name] = wide(value, clip_heads, clip_residual if matrix else None, scale=scale)
                 elif parts[4] == "out_proj":
-                    out[name] = wide(value, clip_residual, head_space if matrix else None)
+                    out[name] = wide(value, clip_residual, clip_heads if matrix else None)
                 else:
                     raise KeyError(name)
             elif parts[0] == "encoder" and parts[3] == "mlp":
-                mlp = repeated_space(old_clip.intermediate_size, k_clip_mlp,
-                                     torch.Generator().manual_seed(seed + 17 + int(parts[2])))
                 if parts[4] == "fc1":
-                    out[name] = wide(value, mlp, clip_residual if value.dim() == 2 else None)
+                    out[name] = wide(value, clip_mlp, clip_residual if value.dim() == 2 else None)
                 else:
-                    out[name] = wide(value, clip_residual, mlp if value.dim() == 2 else None)
+                    out[name] = wide(value, clip_residual, clip_mlp if value.dim() == 2 else None)
             else:
                 raise KeyError(f"--init-widen does not know how to widen {name}")
         elif name.startswith("model.multi_modal_projector."):
