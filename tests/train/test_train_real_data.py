@@ -98,3 +98,27 @@ def test_tiles_must_be_written_as_the_export_reads(make_config, tmp_path, writte
     else:
         with pytest.raises(ValueError, match="line height|tile"):
             check_tile_geometry(tmp_path, config)
+
+
+def test_real_degrade_changes_pixels_of_that_share_only_and_is_reproducible(make_config, real_dataset):
+    """--real-degrade P: about P of the real samples get scan-like degradations (pixels only: the text is the
+    dataset's), the same ones with the same pixels on every run (resume stays exact), never rotated."""
+    import numpy as np
+
+    def trainer(share):
+        config = make_config()
+        config.data.real_data, config.data.real_fraction, config.data.real_degrade = str(real_dataset), 1.0, share
+        return Trainer(config, resume=False)
+
+    clean, degraded, again = trainer(0.0), trainer(0.5), trainer(0.5)
+    changed = 0
+    for index in range(40):
+        plain, rough = clean.source.sample(index, level=1), degraded.source.sample(index, level=1)
+        assert rough.target == plain.target and rough.centres == plain.centres
+        pixels = [np.asarray(image) for image in rough.images]
+        assert all(a.shape == np.asarray(b).shape for a, b in zip(pixels, plain.images))
+        assert all(np.array_equal(a, np.asarray(b)) for a, b in zip(pixels, again.source.sample(index, 1).images))
+        changed += any(not np.array_equal(a, np.asarray(b)) for a, b in zip(pixels, plain.images))
+    # Half the samples are drawn for degradation; each such draw fires at least one degradation ~55% of the time.
+    assert 5 <= changed <= 20, changed
+    assert sources.real_degradations().rotation_probability == 0.0

@@ -65,6 +65,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     add("--data", default=None, metavar="DIR",
         help="real page/text pairs (messages JSONL, from `unlimited-ocr data pdf-pairs`) mixed with synthetic pages")
     add("--real-fraction", type=float, default=None, help="share of samples drawn from --data (default 0.5)")
+    add("--real-degrade", type=float, default=None,
+        help="share of the --data samples given scan-like degradations (downscale, blur, noise; default 0)")
     add("--attention", choices=["rswa", "full"], default=None, help="'full': the full-attention twin")
     add("--window", type=int, default=None, help="R-SWA window n")
     add("--freeze-encoder", action="store_true", help="freeze the vision tower (SAM + CLIP)")
@@ -164,6 +166,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         ("eval_level", "data"): args.eval_level, ("max_level", "data"): args.max_level, ("eval_samples", "data"): args.eval_samples,
         ("mix", "data"): args.mix, ("max_pages", "data"): args.max_pages,
         ("real_data", "data"): args.data, ("real_fraction", "data"): args.real_fraction,
+        ("real_degrade", "data"): args.real_degrade,
         ("multi_fraction", "data"): args.multi_fraction,
         ("sliding_window", "model"): args.window, ("image_size", "model"): args.image_size,
         ("sam_patch_size", "model"): args.sam_patch, ("hidden_size", "model"): args.hidden,
@@ -211,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     config = config_from_args(args)
     if config.reflow_line_height and not config.reflow_tile:
         parser.error("--reflow-line-height needs --reflow-tile (or a --config-from that sets it)")
+    for name in ("real_fraction", "real_degrade"):
+        if not 0.0 <= getattr(config.data, name) <= 1.0:
+            parser.error(f"--{name.replace('_', '-')} is a share of samples: between 0 and 1")
     trainer = Trainer(config, resume=not args.no_resume, init_from=args.init_from, init_partial=args.init_partial,
                       init_widen=args.init_widen)
     try:

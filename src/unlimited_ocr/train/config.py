@@ -79,6 +79,10 @@ class DataSettings:
     # A stable ~5% of the dataset's documents (by name) is held out; evals report its loss (real_heldout_ce).
     real_data: str | None = None
     real_fraction: float = 0.5
+    # Share of the real samples given the scan-like degradations of the synthetic pages (downscale, blur, noise;
+    # never rotation, which would move the recorded character centres): real tiles are clean renders, so without
+    # it the model meets scan texture only on synthetic crops. Decided by the sample index alone (resume stays exact).
+    real_degrade: float = 0.0
     eval_samples: int = 32  # held-out pages per periodic eval
     # Level of the held-out set that picks the best checkpoint (CER at this level decides what is exported).
     # None: the highest level of the schedule.

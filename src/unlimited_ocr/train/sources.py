@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from ..data import DataConfig, DegradeConfig, SyntheticDocs, with_curriculum_level
+from ..data.degrade import degrade_page
 from ..model.positions import PagePositions
 from .batch import Example, PackedBatch, collate, encode_sample
 from .config import TrainConfig
@@ -82,6 +83,17 @@ class RealSample:
         self.layouts = None
         self.centres = item.centres  # recorded character centres (reflowed tiles), or None
 
+    def degrade(self, rng: random.Random, config: DegradeConfig) -> None:
+        """Scan-like degradations of every image, drawn from ``rng`` (pixels only: the text and centres stay)."""
+        self.images = [degrade_page(image.convert("L"), rng, config, paper=255).convert("RGB")
+                       for image in self.images]
+
+
+def real_degradations() -> DegradeConfig:
+    """The synthetic pages' degradations for real samples (--real-degrade), without rotation: a rotated tile would no
+    longer match its recorded character centres (the grid head's targets)."""
+    return dataclasses.replace(DegradeConfig(), rotation_probability=0.0)
+
 
 @dataclasses.dataclass
 class SampleSource:
@@ -124,7 +136,11 @@ class SampleSource:
         data = self.config.data
         if self.real_train and is_real_index(data.seed, index, data.real_fraction):
             pick = random.Random(f"unlimited-ocr-real-pick/{data.seed}/{index}")
-            return RealSample(self.real_train[pick.randrange(len(self.real_train))])
+            sample = RealSample(self.real_train[pick.randrange(len(self.real_train))])
+            degrade = random.Random(f"unlimited-ocr-real-degrade/{data.seed}/{index}")
+            if data.real_degrade > 0 and degrade.random() < data.real_degrade:
+                sample.degrade(degrade, real_degradations())
+            return sample
         return self.dataset("train", level).generate(index)
 
     def encode(self, sample) -> Example:
