@@ -28,8 +28,9 @@ def test_print_checkpoint_is_small_safetensors_of_the_official_class_that_reads_
 def test_print_checkpoint_reads_a_typeset_book_page(tmp_path, monkeypatch):
     """A public-domain book page (the Huckleberry Finn transcription in docs/scans) typeset in DejaVu Serif, a face
     the lineage trained on only through synthetic crops, scored against the PDF's own text layer as `eval pdf-text`
-    scores it. Measured (2026-12-07, rt-g step 2,906, lines scaled to 28 px): 0.156; the same weights with the
-    page left at native size (reflow_line_height ignored) 0.621; rt-f step 2,900 (24 px) 0.283, rt-e step 2,300
+    scores it. Measured (2026-12-07, rt-h step 2,800, lines scaled to 28 px): 0.165; the same weights with the
+    page left at native size (reflow_line_height ignored) 0.587; rt-g step 2,906 0.156 (native size 0.621), rt-f
+    step 2,900 (24 px) 0.283, rt-e step 2,300
     0.535, rt-b step 2,008 0.689; the bundled default 0.995. The bound fails a reader that is broken, untrained, or not given its line height."""
     from unlimited_ocr.data.typeset import paragraphs, typeset_pdf
     from unlimited_ocr.eval.pdf_text import main
