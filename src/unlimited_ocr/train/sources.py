@@ -137,9 +137,10 @@ class SampleSource:
         if self.real_train and is_real_index(data.seed, index, data.real_fraction):
             pick = random.Random(f"unlimited-ocr-real-pick/{data.seed}/{index}")
             sample = RealSample(self.real_train[pick.randrange(len(self.real_train))])
-            degrade = random.Random(f"unlimited-ocr-real-degrade/{data.seed}/{index}")
-            if data.real_degrade > 0 and degrade.random() < data.real_degrade:
-                sample.degrade(degrade, real_degradations())
+            if data.real_degrade > 0:
+                degrade = random.Random(f"unlimited-ocr-real-degrade/{data.seed}/{index}")
+                if degrade.random() < data.real_degrade:
+                    sample.degrade(degrade, real_degradations())
             return sample
         return self.dataset("train", level).generate(index)
 
