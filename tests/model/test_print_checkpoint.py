@@ -17,12 +17,14 @@ pytestmark = pytest.mark.skipif(not (PRINT_DIR / "config.json").exists(), reason
 def test_print_checkpoint_is_small_safetensors_of_the_official_class_that_reads_reflowed_tiles():
     config = json.loads((PRINT_DIR / "config.json").read_text())
     assert config["architectures"] == ["UnlimitedOcrForConditionalGeneration"]
-    assert config["reflow_tile"] == 512 and config["reflow_line_height"] == 28  # as its training tiles were written
+    trained = json.loads((PRINT_DIR / "training_config.json").read_text())
+    line_height = trained["reflow_line_height"]  # the height its training tiles were written at
+    assert config["reflow_tile"] == trained["reflow_tile"] == 512 and config["reflow_line_height"] == line_height >= 16
     assert (PRINT_DIR / "model.safetensors").stat().st_size < 40 * 1024 * 1024
     assert (PRINT_DIR / "aux-grid.safetensors").exists()  # so training continues from here
     assert not list(PRINT_DIR.glob("*.bin")) and not list(PRINT_DIR.glob("*.py"))  # no pickles, no code
     loaded = load_model("unlimited-ocr-tiny-print", device="cpu")
-    assert loaded.source == str(PRINT_DIR) and loaded.reflow_tile == 512 and loaded.reflow_line_height == 28
+    assert loaded.source == str(PRINT_DIR) and loaded.reflow_tile == 512 and loaded.reflow_line_height == line_height
 
 
 def test_print_checkpoint_reads_a_typeset_book_page(tmp_path, monkeypatch):
