@@ -4,6 +4,7 @@
 #   sudo nice -n 10 scripts/get_training_data.sh                  # -> data/real-pdf
 #   scripts/get_training_data.sh /tmp/real --dpi 100              # other folder; extra flags go to pdf-pairs
 #   MAX_PAGES_PER_PDF=30 scripts/get_training_data.sh             # longer runs of pages per manual
+#   DOC_PACKAGES="texlive-fonts-extra-doc texlive-publishers-doc" scripts/get_training_data.sh data/more
 #
 # 1. installs DOC_PACKAGES (TeX Live documentation: LaTeX manuals, ltnews, package guides, font samples, MetaPost;
 #    about 240 MB) and FONT_PACKAGES (apt-get update only when the package lists are missing);
@@ -29,8 +30,10 @@ OUT=$(realpath -m "$OUT")
 MAX_PAGES_PER_PDF=${MAX_PAGES_PER_PDF:-8}
 DPI=${DPI:-144}
 
-DOC_PACKAGES=(texlive-latex-base-doc texlive-latex-recommended-doc texlive-fonts-recommended-doc
-  texlive-humanities-doc texlive-metapost-doc)
+# DOC_PACKAGES="pkg ..." replaces the default set (e.g. texlive-fonts-extra-doc: samples of hundreds of fonts).
+DEFAULT_DOC_PACKAGES="texlive-latex-base-doc texlive-latex-recommended-doc texlive-fonts-recommended-doc
+  texlive-humanities-doc texlive-metapost-doc"
+read -ra DOC_PACKAGES <<< "$(echo ${DOC_PACKAGES:-$DEFAULT_DOC_PACKAGES})"  # echo joins the lines
 mapfile -t FONT_PACKAGES < <(bash "$REPO/scripts/install_fonts.sh" --list)  # one list of font packages
 HELD_OUT_DIRS=(/usr/share/doc/libtasn1-doc/ /usr/share/doc/shared-mime-info/)
 

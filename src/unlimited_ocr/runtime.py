@@ -84,7 +84,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--model", default=None,
                        help="checkpoint folder, hub id, or the name of a shipped checkpoint: unlimited-ocr-tiny (the "
                             "default, synthetic cards only) or unlimited-ocr-tiny-print (the real-document preview, "
-                            "pooled CER 0.13 on held-out pages)")
+                            "pooled CER 0.10 on held-out pages)")
     group.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     group.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES,
                        help="weights and activations (default auto: bfloat16 on CUDA, float32 on CPU)")
