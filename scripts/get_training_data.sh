@@ -31,9 +31,9 @@ MAX_PAGES_PER_PDF=${MAX_PAGES_PER_PDF:-8}
 DPI=${DPI:-144}
 
 # DOC_PACKAGES="pkg ..." replaces the default set (e.g. texlive-fonts-extra-doc: samples of hundreds of fonts).
-DEFAULT_DOC_PACKAGES="texlive-latex-base-doc texlive-latex-recommended-doc texlive-fonts-recommended-doc
-  texlive-humanities-doc texlive-metapost-doc"
-read -ra DOC_PACKAGES <<< "$(echo ${DOC_PACKAGES:-$DEFAULT_DOC_PACKAGES})"  # echo joins the lines
+# shellcheck disable=SC2206  # split on whitespace on purpose: package names have none
+DOC_PACKAGES=(${DOC_PACKAGES:-texlive-latex-base-doc texlive-latex-recommended-doc texlive-fonts-recommended-doc
+  texlive-humanities-doc texlive-metapost-doc})
 mapfile -t FONT_PACKAGES < <(bash "$REPO/scripts/install_fonts.sh" --list)  # one list of font packages
 HELD_OUT_DIRS=(/usr/share/doc/libtasn1-doc/ /usr/share/doc/shared-mime-info/)
 
